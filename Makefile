@@ -1,0 +1,31 @@
+# The two commands of the README: `make run` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: run test test-fast bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+# Sets up and runs the main job on the embedded default (local Spark + ./warehouse).
+run: $(STAMP)
+	$(VENV)/bin/isolde --warehouse ./warehouse
+
+# Sets up and runs the whole test suite.
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+# The fast suite: no Spark, seconds.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not spark and not slow"
+
+bench: $(STAMP)
+	$(PY) benchmarks/parse.py
+
+clean:
+	rm -rf $(VENV) warehouse .pytest_cache

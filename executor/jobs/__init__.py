@@ -1,0 +1,1 @@
+"""isolde.executor.jobs stage."""

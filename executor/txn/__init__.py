@@ -1,0 +1,1 @@
+"""Optimistic transactions and the conflict checker. Never imports Spark."""

@@ -1,0 +1,31 @@
+"""isolde: Databricks-style SQL for ACID Delta Lake tables on Apache Spark.
+
+    import isolde
+    isolde.parse("DELETE FROM t WHERE id = 1")      # -> [Delete(...)], no Spark needed
+    s = isolde.connect(warehouse="./warehouse")     # embedded local Spark
+    s.execute("UPDATE t SET x = 1 WHERE id = 2")    # -> CommitResult(version, operation, metrics)
+"""
+
+from __future__ import annotations
+
+from isolde import errors
+from isolde.errors import IsoldeError
+
+__version__ = "0.1.0"
+
+
+def parse(sql: str):
+    """Parse SQL text (one or many ';'-separated statements) into statement ASTs."""
+    from isolde.grammar.parser import parse as _parse
+
+    return _parse(sql)
+
+
+def connect(warehouse: str = "./warehouse", spark=None, master: str | None = None, conf: dict | None = None):
+    """Open a Session on the embedded local Spark (or ``spark=`` / ``master=`` / ISOLDE_SPARK_MASTER)."""
+    from isolde.executor.session import connect as _connect
+
+    return _connect(warehouse=warehouse, spark=spark, master=master, conf=conf)
+
+
+__all__ = ["parse", "connect", "errors", "IsoldeError", "__version__"]

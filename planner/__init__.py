@@ -1,0 +1,1 @@
+"""isolde.planner stage."""
