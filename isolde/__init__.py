@@ -21,6 +21,20 @@ def parse(sql: str):
     return _parse(sql)
 
 
+def split_statements(text: str):
+    """Split a script into statements (';' inside strings and comments never splits)."""
+    from isolde.grammar.splitter import split_statements as _split
+
+    return _split(text)
+
+
+def is_complete(text: str) -> bool:
+    """True when ``text`` ends with a complete ';'-terminated statement (the REPL's Enter rule)."""
+    from isolde.grammar.splitter import is_complete as _is_complete
+
+    return _is_complete(text)
+
+
 def connect(warehouse: str = "./warehouse", spark=None, master: str | None = None, conf: dict | None = None):
     """Open a Session on the embedded local Spark (or ``spark=`` / ``master=`` / ISOLDE_SPARK_MASTER)."""
     from isolde.executor.session import connect as _connect
@@ -28,4 +42,4 @@ def connect(warehouse: str = "./warehouse", spark=None, master: str | None = Non
     return _connect(warehouse=warehouse, spark=spark, master=master, conf=conf)
 
 
-__all__ = ["parse", "connect", "errors", "IsoldeError", "__version__"]
+__all__ = ["parse", "split_statements", "is_complete", "connect", "errors", "IsoldeError", "__version__"]
