@@ -1,0 +1,209 @@
+"""DML benchmark: isolde (Spark) vs delta-rs (`deltalake`) on identical data in the same run.
+
+    .venv/bin/python benchmarks/dml.py                 # 1M rows (quick)
+    .venv/bin/python benchmarks/dml.py --rows 10000000 # the full figure
+
+Table: id, key, date (partition column, --dates values), v1..v5; written once by delta-rs
+and copied, so both engines start from the same files. Operations, applied in sequence to
+both tables: UPDATE of 1% of the rows (spread over every file), DELETE of 0.1%, MERGE upsert
+of a rows/10 source (half matches, half new). For each: wall time, rows/s, bytes rewritten,
+the ratio isolde / delta-rs, and a "floor": a plain Spark read + filter + Parquet write of
+the same files isolde rewrote (what copy-on-write cannot beat on this engine). Peak memory:
+the Python driver (getrusage) and the JVM (VmHWM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def build_data(rows: int, dates: int, seed: int = 7):
+    import numpy as np
+    import pyarrow as pa
+
+    rng = np.random.default_rng(seed)
+    ids = np.arange(rows, dtype=np.int64)
+    day = np.array([f"2024-01-{1 + d:02d}" for d in range(dates)])
+    table = pa.table({
+        "id": ids,
+        "key": rng.integers(0, 1_000_000, rows, dtype=np.int64),
+        "date": day[ids % dates],
+        **{f"v{i}": rng.random(rows) for i in range(1, 6)},
+    })
+    return table
+
+
+def merge_source(rows: int, dates: int, seed: int = 11):
+    import numpy as np
+    import pyarrow as pa
+
+    rng = np.random.default_rng(seed)
+    n = max(rows // 10, 2)
+    existing = rng.choice(rows, n // 2, replace=False).astype(np.int64)
+    new = np.arange(rows, rows + (n - n // 2), dtype=np.int64)
+    ids = np.concatenate([existing, new])
+    day = np.array([f"2024-01-{1 + d:02d}" for d in range(dates)])
+    return pa.table({
+        "id": ids,
+        "key": rng.integers(0, 1_000_000, n, dtype=np.int64),
+        "date": day[ids % dates],
+        **{f"v{i}": rng.random(n) for i in range(1, 6)},
+    })
+
+
+def last_commit(path: str) -> tuple[dict, list, list]:
+    logs = sorted(glob.glob(os.path.join(path, "_delta_log", "*.json")))
+    info, adds, removes = {}, [], []
+    with open(logs[-1]) as fh:
+        for line in fh:
+            a = json.loads(line)
+            if "commitInfo" in a:
+                info = a["commitInfo"]
+            elif "add" in a:
+                adds.append(a["add"])
+            elif "remove" in a:
+                removes.append(a["remove"])
+    return info, adds, removes
+
+
+def jvm_peak_mb(spark) -> float:
+    try:
+        pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except Exception:
+        pass
+    return float("nan")
+
+
+def floor_rewrite(spark, table_path: str, removes: list, keep_sql: str, scratch: str) -> float:
+    """Plain Spark: read the files isolde rewrote, filter, write Parquet."""
+    from urllib.parse import unquote
+
+    if not removes:
+        return 0.0
+    paths = [os.path.join(table_path, unquote(r["path"])) for r in removes]
+    out = os.path.join(scratch, f"floor-{time.time_ns()}")
+    t = time.perf_counter()
+    spark.read.parquet(*paths).filter(keep_sql).write.parquet(out)
+    return time.perf_counter() - t
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--dates", type=int, default=10)
+    ap.add_argument("--dir", default=None, help="scratch folder (default: a temp dir, removed after)")
+    ap.add_argument("--skip-deltalake", action="store_true")
+    args = ap.parse_args(argv)
+
+    sys.path.insert(0, os.path.dirname(HERE))
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    import isolde
+    from isolde.executor.spark import get_spark
+
+    scratch = args.dir or tempfile.mkdtemp(prefix="isolde-bench-dml-")
+    os.makedirs(scratch, exist_ok=True)
+    wh = os.path.join(scratch, "warehouse")
+    iso_path = os.path.join(wh, "default", "bench")
+    drs_path = os.path.join(scratch, "deltalake", "bench")
+    try:
+        t = time.perf_counter()
+        data = build_data(args.rows, args.dates)
+        write_deltalake(drs_path, data, partition_by=["date"])
+        os.makedirs(os.path.dirname(iso_path), exist_ok=True)
+        shutil.copytree(drs_path, iso_path)
+        size = sum(os.path.getsize(p) for p in glob.glob(os.path.join(iso_path, "**", "*.parquet"), recursive=True))
+        print(f"data: {args.rows:,} rows, {args.dates} partitions, {size / 1e6:.1f} MB Parquet "
+              f"(built in {time.perf_counter() - t:.1f} s)")
+        source = merge_source(args.rows, args.dates)
+        spark = get_spark()
+        s = isolde.connect(warehouse=wh, spark=spark)
+        s.spark.createDataFrame(source.to_pandas()).createOrReplaceTempView("bench_source")
+        # warm the JVM (first query plans and codegen) on the same table
+        s.execute("SELECT count(*) FROM bench").rows
+        spark.table("bench_source").count()
+
+        ops = [
+            ("UPDATE 1%", "UPDATE bench SET v1 = v1 + 1, v2 = 0 WHERE id % 100 = 0", "numUpdatedRows",
+             lambda dt: dt.update(updates={"v1": "v1 + 1", "v2": "0"}, predicate="id % 100 = 0"), "TRUE"),
+            ("DELETE 0.1%", "DELETE FROM bench WHERE id % 1000 = 7", "numDeletedRows",
+             lambda dt: dt.delete("id % 1000 = 7"), "NOT (id % 1000 = 7)"),
+            (f"MERGE {len(source):,} upsert",
+             "MERGE INTO bench t USING bench_source s ON s.id = t.id "
+             "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *", None,
+             lambda dt: dt.merge(source, "t.id = s.id", source_alias="s", target_alias="t")
+             .when_matched_update_all().when_not_matched_insert_all().execute(), "TRUE"),
+        ]
+        results = []
+        for name, sql, count_key, drs_fn, keep in ops:
+            t = time.perf_counter()
+            res = s.execute(sql)
+            iso_s = time.perf_counter() - t
+            _, adds, removes = last_commit(iso_path)
+            iso_bytes = sum(a["size"] for a in adds)
+            rows_touched = (res.metrics.get(count_key) if count_key else
+                            res.metrics.get("numTargetRowsUpdated", 0) + res.metrics.get("numTargetRowsInserted", 0))
+            floor_s = floor_rewrite(spark, iso_path, removes, keep, scratch)
+            drs_s = drs_bytes = float("nan")
+            drs_metrics = {}
+            if not args.skip_deltalake:
+                dt = DeltaTable(drs_path)
+                t = time.perf_counter()
+                drs_metrics = drs_fn(dt)
+                drs_s = time.perf_counter() - t
+                _, dadds, _ = last_commit(drs_path)
+                drs_bytes = sum(a["size"] for a in dadds)
+            results.append((name, iso_s, drs_s, floor_s, iso_bytes, drs_bytes, rows_touched, res.metrics, drs_metrics))
+
+        print()
+        print(f"{'operation':<22}{'isolde s':>10}{'delta-rs s':>12}{'iso/drs':>9}{'floor s':>9}{'DML/floor':>10}"
+              f"{'rows/s (isolde)':>17}{'MB rewritten iso':>18}{'MB drs':>9}")
+        for name, iso_s, drs_s, floor_s, ib, db, touched, m, dm in results:
+            ratio = iso_s / drs_s if drs_s == drs_s and drs_s else float("nan")
+            fr = iso_s / floor_s if floor_s else float("nan")
+            rps = args.rows / iso_s
+            print(f"{name:<22}{iso_s:>10.2f}{drs_s:>12.2f}{ratio:>9.2f}{floor_s:>9.2f}{fr:>10.2f}"
+                  f"{rps:>17,.0f}{ib / 1e6:>18.1f}{db / 1e6:>9.1f}")
+        print()
+        for name, *_, touched, m, dm in results:
+            keys = ("numUpdatedRows", "numDeletedRows", "numTargetRowsUpdated", "numTargetRowsInserted",
+                    "numAddedFiles", "numRemovedFiles", "numCopiedRows")
+            im = {k: m[k] for k in keys if k in m}
+            dkeys = ("num_updated_rows", "num_deleted_rows", "num_target_rows_updated", "num_target_rows_inserted",
+                     "num_added_files", "num_removed_files", "num_copied_rows", "num_target_rows_copied")
+            drm = {k: dm[k] for k in dkeys if isinstance(dm, dict) and k in dm}
+            print(f"{name}: isolde {im}\n{'':>{len(name)}}  delta-rs {drm}")
+        py_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"\npeak memory: Python driver {py_mb:.0f} MB (includes delta-rs, which runs in-process), "
+              f"JVM {jvm_peak_mb(spark):.0f} MB")
+        # both engines must agree on the result
+        if not args.skip_deltalake:
+            n_iso = s.execute("SELECT count(*), round(sum(v1), 3) FROM bench").rows[0]
+            d = DeltaTable(drs_path).to_pyarrow_table(columns=["v1"])
+            import pyarrow.compute as pc
+
+            n_drs = (d.num_rows, round(pc.sum(d["v1"]).as_py(), 3))
+            print(f"check: isolde {n_iso} delta-rs {n_drs} -> {'same' if tuple(n_iso) == n_drs else 'DIFFERENT'}")
+        return 0
+    finally:
+        if args.dir is None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""The warehouse catalog: databases are folders, tables are folders with a ``_delta_log``.
+
+Layout (documented choice)::
+
+    <warehouse>/
+      default/                 the `default` database (always exists, created on connect)
+        t/_delta_log/...       managed table `default.t`
+        ext.location.json      an external (LOCATION) table: {"location": "/abs/path"}
+      sales/                   database `sales`
+        orders/_delta_log/...
+
+* Names are case-insensitive and stored lower-case (as Spark's session catalog does).
+* A table or database name never resolves outside the warehouse: empty names, ``.``/``..``,
+  names with path separators or NUL, and names starting with ``.`` are rejected.
+* ``delta.`/some/path``` addresses any path (relative paths resolve against the cwd).
+* DROP TABLE of a managed table deletes its folder; of an external (LOCATION) table only
+  removes the registration and keeps the data (Spark/Databricks semantics).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Optional
+
+from isolde.errors import AnalysisError, DatabaseNotFoundError, TableAlreadyExistsError, TableNotFoundError
+from isolde.grammar import ast
+
+DEFAULT_DATABASE = "default"
+_EXTERNAL_SUFFIX = ".location.json"
+_BAD_NAME = re.compile(r"[/\\\x00]")
+
+
+def _open_log(path: str):
+    try:
+        from isolde.executor.log import DeltaLog  # the log helper's module
+    except ImportError:
+        from isolde.executor.log.delta_log import DeltaLog
+
+    return DeltaLog.for_table(path)
+
+
+def has_commits(path: str) -> bool:
+    """True when ``path`` holds a Delta table (a ``_delta_log`` with at least one commit or checkpoint)."""
+    log_dir = os.path.join(path, "_delta_log")
+    try:
+        names = os.listdir(log_dir)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    return any(n.endswith(".json") and n[:20].isdigit() or ".checkpoint" in n for n in names)
+
+
+@dataclass
+class TableHandle:
+    """A resolved table: display name, absolute path, and its DeltaLog (opened lazily)."""
+
+    name: str
+    path: str
+    database: Optional[str] = None
+    table: Optional[str] = None
+    external: bool = False
+    by_path: bool = False
+    registration: Optional[str] = None  # the pointer file of an external table
+    version: Optional[int] = None  # time travel asked for by the reference
+    timestamp: Optional[object] = None
+
+    @cached_property
+    def log(self):
+        return _open_log(self.path)
+
+    @property
+    def exists(self) -> bool:
+        return has_commits(self.path)
+
+    @property
+    def managed(self) -> bool:
+        return not self.external and not self.by_path
+
+
+def check_name(name: str, what: str = "table") -> str:
+    if not name or name in (".", "..") or name.startswith(".") or _BAD_NAME.search(name):
+        raise AnalysisError(f"Invalid {what} name `{name}`: names cannot be empty, start with '.', or contain "
+                            "path separators.", error_class="INVALID_IDENTIFIER", sqlstate="42602")
+    return name.lower()
+
+
+class Catalog:
+    def __init__(self, warehouse: str):
+        self.warehouse = os.path.abspath(os.path.expanduser(warehouse))
+        os.makedirs(self.database_path(DEFAULT_DATABASE), exist_ok=True)
+
+    # ------------------------------------------------------------------ databases
+
+    def database_path(self, database: str) -> str:
+        return os.path.join(self.warehouse, check_name(database, "database"))
+
+    def database_exists(self, database: str) -> bool:
+        return os.path.isdir(self.database_path(database))
+
+    def list_databases(self) -> list[str]:
+        names = []
+        for entry in sorted(os.listdir(self.warehouse)):
+            full = os.path.join(self.warehouse, entry)
+            if os.path.isdir(full) and not entry.startswith((".", "_")) and not has_commits(full):
+                names.append(entry)
+        if DEFAULT_DATABASE not in names:
+            names.insert(0, DEFAULT_DATABASE)
+        return names
+
+    def require_database(self, database: str) -> str:
+        path = self.database_path(database)
+        if not os.path.isdir(path):
+            raise DatabaseNotFoundError(database, self.list_databases())
+        return path
+
+    def create_database(self, database: str, if_not_exists: bool = False) -> bool:
+        path = self.database_path(database)
+        if os.path.isdir(path):
+            if if_not_exists:
+                return False
+            raise AnalysisError(f"Cannot create database `{database}`: it already exists.",
+                                error_class="SCHEMA_ALREADY_EXISTS", sqlstate="42P06")
+        os.makedirs(path)
+        return True
+
+    def drop_database(self, database: str, if_exists: bool = False, cascade: bool = False) -> bool:
+        name = check_name(database, "database")
+        if name == DEFAULT_DATABASE:
+            raise AnalysisError("Cannot drop the `default` database.", error_class="UNSUPPORTED_FEATURE.DROP_DATABASE")
+        path = self.database_path(name)
+        if not os.path.isdir(path):
+            if if_exists:
+                return False
+            raise DatabaseNotFoundError(database, self.list_databases())
+        tables = self.list_tables(name)
+        if tables and not cascade:
+            raise AnalysisError(f"Cannot drop database `{name}` because it contains tables ({', '.join(tables)}). "
+                                "Use DROP DATABASE ... CASCADE.", error_class="SCHEMA_NOT_EMPTY", sqlstate="2BP01")
+        for table in tables:
+            self.drop_table(self.resolve(ast.TableRef(parts=(name, table)), name))
+        shutil.rmtree(path, ignore_errors=True)
+        return True
+
+    # ------------------------------------------------------------------ tables
+
+    def list_tables(self, database: str = DEFAULT_DATABASE) -> list[str]:
+        path = self.require_database(database)
+        names = set()
+        for entry in os.listdir(path):
+            full = os.path.join(path, entry)
+            if entry.endswith(_EXTERNAL_SUFFIX):
+                names.add(entry[: -len(_EXTERNAL_SUFFIX)])
+            elif os.path.isdir(full) and not entry.startswith(".") and has_commits(full):
+                names.add(entry)
+        return sorted(names)
+
+    def split(self, ref: ast.TableRef, current_database: str) -> tuple[str, str]:
+        parts = tuple(ref.parts)
+        if len(parts) == 1:
+            return check_name(current_database, "database"), check_name(parts[0])
+        if len(parts) == 2:
+            return check_name(parts[0], "database"), check_name(parts[1])
+        if len(parts) == 3 and parts[0].lower() in ("spark_catalog", "isolde"):
+            return check_name(parts[1], "database"), check_name(parts[2])
+        raise AnalysisError(f"Invalid table name `{'.'.join(parts)}`: use `table` or `database.table`.",
+                            error_class="REQUIRES_SINGLE_PART_NAMESPACE", sqlstate="42K05")
+
+    def resolve(self, ref: ast.TableRef, current_database: str = DEFAULT_DATABASE, must_exist: bool = True,
+                location: Optional[str] = None) -> TableHandle:
+        """Resolve a reference to a TableHandle.
+
+        ``must_exist=True`` raises TableNotFoundError (with did-you-mean) unless the table has a
+        committed version; ``must_exist=False`` resolves the name for CREATE (``location``: the
+        LOCATION clause of a CREATE, which makes the handle external).
+        """
+        if ref.path is not None:
+            path = os.path.abspath(os.path.expanduser(ref.path))
+            handle = TableHandle(name=f"delta.`{ref.path}`", path=path, by_path=True,
+                                 version=ref.version, timestamp=ref.timestamp)
+            if must_exist and not handle.exists:
+                raise TableNotFoundError(handle.name)
+            return handle
+        database, table = self.split(ref, current_database)
+        db_path = self.database_path(database)
+        if not os.path.isdir(db_path):
+            raise DatabaseNotFoundError(database, self.list_databases())
+        display = table if database == check_name(current_database, "database") else f"{database}.{table}"
+        pointer = os.path.join(db_path, table + _EXTERNAL_SUFFIX)
+        if os.path.exists(pointer):
+            with open(pointer) as fh:
+                target = json.load(fh)["location"]
+            handle = TableHandle(name=display, path=target, database=database, table=table, external=True,
+                                 registration=pointer, version=ref.version, timestamp=ref.timestamp)
+        elif location is not None and not must_exist:
+            handle = TableHandle(name=display, path=os.path.abspath(os.path.expanduser(location)), database=database,
+                                 table=table, external=True, registration=pointer, version=ref.version,
+                                 timestamp=ref.timestamp)
+        else:
+            handle = TableHandle(name=display, path=os.path.join(db_path, table), database=database, table=table,
+                                 version=ref.version, timestamp=ref.timestamp)
+        if must_exist and not handle.exists:
+            raise TableNotFoundError(display, self.candidates(database, current_database))
+        return handle
+
+    def candidates(self, database: str, current_database: str) -> list[str]:
+        """Names near which a misspelt table may be: tables of the database, qualified ones of the others."""
+        out = []
+        try:
+            out.extend(self.list_tables(database))
+        except DatabaseNotFoundError:
+            pass
+        for db in self.list_databases():
+            if db != database:
+                try:
+                    out.extend(f"{db}.{t}" for t in self.list_tables(db))
+                except DatabaseNotFoundError:
+                    pass
+        return out
+
+    def exists(self, handle: TableHandle) -> bool:
+        """Whether the name is taken: a registered external table, or a table folder with commits."""
+        if handle.registration is not None:
+            return os.path.exists(handle.registration)
+        return handle.exists
+
+    def register_external(self, handle: TableHandle) -> None:
+        """Write the pointer file of an external (LOCATION) table."""
+        if handle.registration is None:
+            return
+        tmp = handle.registration + ".tmp"
+        with open(tmp, "w") as fh:
+            json.dump({"location": handle.path}, fh)
+        os.replace(tmp, handle.registration)
+
+    def ensure_absent(self, handle: TableHandle) -> None:
+        if self.exists(handle):
+            raise TableAlreadyExistsError(handle.name)
+
+    def drop_table(self, handle: TableHandle) -> None:
+        """Managed: delete the folder. External: forget the registration, keep the data.
+        Path tables (delta.`/p`): refused (there is no registration to drop)."""
+        if handle.by_path:
+            raise AnalysisError(f"Cannot DROP {handle.name}: a table addressed by path is not registered in the "
+                                "catalog; delete its folder instead.", error_class="UNSUPPORTED_FEATURE.DROP_PATH")
+        if handle.external:
+            if handle.registration and os.path.exists(handle.registration):
+                os.remove(handle.registration)
+            return
+        shutil.rmtree(handle.path, ignore_errors=True)

@@ -1,0 +1,569 @@
+"""The shared physical step of UPDATE / DELETE / MERGE: turn "these target rows change" into
+data files and log actions.
+
+    open_target(ctx, ref) -> Target                  (snapshot, schema, flags, transaction)
+    apply_changes(ctx, target, changes, touched, inserted=None) -> ChangeSet
+
+A statement describes its effect as one DataFrame ``changes`` over the rows of the
+*touched* target files, with the table's columns (new values for updated rows) plus
+``_isolde_file`` / ``_isolde_row`` (where the row lives now) and ``_isolde_action``
+('keep' | 'update' | 'delete'), and optionally a DataFrame of ``inserted`` rows. One place
+decides, per touched file, between
+
+* ``rewrite``: copy-on-write. The file's surviving rows ('keep' + 'update') go to new files;
+  the file is removed (dataChange=true);
+* ``dv``: the changed rows' positions go into the file's deletion vector (union with the old
+  one), the file is re-added with its new DV, and only the 'update' rows go to new files.
+
+``choose_mode`` is that decision: DVs when ``delta.enableDeletionVectors`` is true on the
+table (and the protocol has the feature), else rewrite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Optional
+
+from pyspark.sql import DataFrame, functions as F
+
+from isolde.errors import AnalysisError
+from isolde.executor import schema as S
+from isolde.executor.scan import FILE_COL, ROW_COL, file_local_path, scan
+
+ACTION_COL = "_isolde_action"
+KEEP, UPDATE, DELETE = "keep", "update", "delete"
+REWRITE, DV = "rewrite", "dv"
+
+
+def _truthy(v) -> bool:
+    return str(v).strip().lower() == "true"
+
+
+@dataclass
+class Target:
+    ctx: Any
+    handle: Any
+    log: Any
+    txn: Any
+    snapshot: Any
+    metadata: Any
+    struct: Any  # pyspark StructType
+    partition_columns: list
+    path: str
+    name: str
+
+    @property
+    def columns(self) -> list[str]:
+        return [f.name for f in self.struct.fields]
+
+    @property
+    def column_types(self) -> dict:
+        return {f.name: f.dataType.simpleString() for f in self.struct.fields}
+
+    @property
+    def configuration(self) -> dict:
+        return S.configuration(self.metadata)
+
+    @property
+    def deletion_vectors(self) -> bool:
+        if not _truthy(self.configuration.get("delta.enableDeletionVectors", "false")):
+            return False
+        proto = self.snapshot.protocol
+        feats = set(getattr(proto, "writer_features", None) or ()) | set(getattr(proto, "reader_features", None) or ())
+        return "deletionVectors" in feats
+
+    @property
+    def clustered(self) -> bool:
+        try:
+            from isolde.executor.properties import clustering_columns
+
+            return bool(clustering_columns(self.snapshot))
+        except Exception:
+            return False
+
+    def scope_flags(self) -> dict:
+        return {"deletion_vectors": self.deletion_vectors, "clustered": self.clustered}
+
+
+def current_database(ctx) -> str:
+    for attr in ("current_database", "database"):
+        value = getattr(ctx, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    return "default"
+
+
+def open_target(ctx, ref) -> Target:
+    if ref.version is not None or ref.timestamp is not None:
+        raise AnalysisError(f"Cannot write to `{ref.name}` with time travel (VERSION/TIMESTAMP AS OF).",
+                            error_class="DELTA_UNSUPPORTED_TIME_TRAVEL_MULTIPLE_FORMATS", sqlstate="42613")
+    handle = ctx.catalog.resolve(ref, current_database(ctx))
+    log = handle.log
+    txn = log.start_transaction()
+    snap = txn.snapshot
+    metadata = snap.metadata
+    return Target(ctx, handle, log, txn, snap, metadata, S.metadata_schema(metadata),
+                  S.partition_columns(metadata), handle.path, handle.name)
+
+
+def choose_mode(target: Target, add, changed_rows: int) -> str:
+    """Per touched file: write a deletion vector or rewrite the file (the one place that decides)."""
+    if target.deletion_vectors:
+        return DV
+    return REWRITE
+
+
+@dataclass
+class ChangeSet:
+    actions: list = field(default_factory=list)
+    staged_paths: list = field(default_factory=list)
+    num_added_files: int = 0
+    num_removed_files: int = 0
+    num_added_bytes: int = 0
+    num_removed_bytes: int = 0
+    num_written_rows: int = 0
+    num_copied_rows: int = 0
+    num_dv_files: int = 0
+    num_rewritten_files: int = 0
+    metadata_update: Any = None  # new identity high-water marks, when rows were inserted
+
+    def metrics(self) -> dict:
+        return {
+            "numAddedFiles": self.num_added_files,
+            "numRemovedFiles": self.num_removed_files,
+            "numAddedBytes": self.num_added_bytes,
+            "numRemovedBytes": self.num_removed_bytes,
+            "numDeletionVectorsAdded": self.num_dv_files,
+            "numCopiedRows": self.num_copied_rows,
+        }
+
+
+def _live_rows(target: Target, add) -> int:
+    n = add.num_records or 0
+    dv = add.deletion_vector
+    if dv is not None:
+        n -= dv.cardinality
+    return n
+
+
+def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: dict,
+                  inserted: Optional[DataFrame] = None, *, changed_rows: Optional[dict] = None,
+                  metadata=None) -> ChangeSet:
+    """Write the files and build the actions for one DML statement.
+
+    ``touched``: AddFile.path -> AddFile of every file with changed rows; ``changed_rows``:
+    path -> number of updated + deleted rows in it (for the per-file decision and metrics).
+    ``changes`` holds (at least) every row of the touched files that must survive or change;
+    ``inserted`` new rows (table columns only).
+    """
+    from isolde.executor.writer import conform, write_files
+
+    metadata = metadata or target.metadata
+    struct = S.metadata_schema(metadata)
+    cols = [f.name for f in struct.fields]
+    changed_rows = changed_rows or {}
+    modes = {p: choose_mode(target, add, changed_rows.get(p, 0)) for p, add in touched.items()}
+    rewrite = sorted(p for p, m in modes.items() if m == REWRITE)
+    dv_files = sorted(p for p, m in modes.items() if m == DV)
+    out = ChangeSet()
+    now = int(time.time() * 1000)
+
+    # identity columns keep their values on changed rows and are generated for inserted rows;
+    # generated columns are recomputed from the new values (as Delta does)
+    from pyspark.sql import types as T
+
+    ident = [f.name for f in struct.fields if S.is_identity(f)]
+    generated = [f.name for f in struct.fields if S.is_generated(f)]
+    plain = T.StructType([T.StructField(f.name, f.dataType, f.nullable,
+                                        {k: v for k, v in f.metadata.items() if not k.startswith("delta.identity.")})
+                          for f in struct.fields])
+    config = S.configuration(metadata)
+    parts: list[DataFrame] = []
+    if changes is not None and touched:
+        sel = [F.col(f"`{c}`") for c in cols if c not in generated]
+        if rewrite and not dv_files:
+            keep = changes.filter(F.col(ACTION_COL) != DELETE)
+        elif dv_files and not rewrite:
+            keep = changes.filter(F.col(ACTION_COL) == UPDATE)
+        else:
+            in_rewrite = F.col(FILE_COL).isin(rewrite)
+            keep = changes.filter((F.col(ACTION_COL) == UPDATE) | (in_rewrite & (F.col(ACTION_COL) == KEEP)))
+        parts.append(conform(keep.select(*sel), plain, by_name=True, table_name=target.name,
+                             configuration=config, identity=False))
+    if inserted is not None:
+        ins = inserted.select(*[F.col(f"`{c}`") for c in cols if c not in generated and c not in ident])
+        parts.append(conform(ins, struct, by_name=True, table_name=target.name, configuration=config,
+                             identity=bool(ident)))
+
+    if dv_files:
+        from isolde.executor.log.deletion_vectors import read_deletion_vector, write_deletion_vectors
+        from pyroaring import BitMap64
+
+        positions = (changes.filter(F.col(FILE_COL).isin(dv_files) & (F.col(ACTION_COL) != KEEP))
+                     .select(FILE_COL, ROW_COL).collect())
+        rows: dict[str, BitMap64] = {p: BitMap64() for p in dv_files}
+        for r in positions:
+            rows[r[0]].add(int(r[1]))
+        for p in dv_files:
+            old = touched[p].deletion_vector
+            if old is not None:
+                rows[p] |= read_deletion_vector(target.path, old)
+        from isolde.executor.log.deletion_vectors import dv_file_path
+
+        descriptors = write_deletion_vectors(target.path, {p: rows[p] for p in dv_files if len(rows[p])})
+        out.staged_paths.extend(sorted({dv_file_path(target.path, d) for d in descriptors.values()}))
+        for p in dv_files:
+            add = touched[p]
+            if p not in descriptors:
+                continue
+            dv = descriptors[p]
+            out.actions.append(add.remove(deletion_timestamp=now, data_change=True))
+            new_add = _with_dv(add, dv)
+            out.actions.append(new_add)
+            out.num_dv_files += 1
+            out.num_copied_rows += 0
+
+    if parts:
+        df = parts[0]
+        for other in parts[1:]:
+            df = df.unionByName(other)
+        written = write_files(ctx, df, target.path, metadata, data_change=True)
+        if ident and inserted is not None:
+            from isolde.executor.writer import identity_metadata_update
+
+            out.metadata_update = identity_metadata_update(metadata, written)
+        out.actions.extend(written.adds)
+        out.staged_paths.extend(written.staged_paths)
+        out.num_added_files += len(written.adds)
+        out.num_added_bytes += written.num_bytes
+        out.num_written_rows = written.num_rows
+
+    for p in rewrite:
+        add = touched[p]
+        out.actions.append(add.remove(deletion_timestamp=now, data_change=True))
+        out.num_removed_files += 1
+        out.num_removed_bytes += add.size or 0
+        out.num_rewritten_files += 1
+        out.num_copied_rows += max(_live_rows(target, add) - changed_rows.get(p, 0), 0)
+    return out
+
+
+def _with_dv(add, dv):
+    return replace(add, deletion_vector=dv, data_change=True, extra=dict(add.extra))
+
+
+# --------------------------------------------------------------------------- helpers for the jobs
+
+
+class TempViews:
+    """Unique temp view names for DataFrames, dropped on close."""
+
+    def __init__(self, spark):
+        self.spark = spark
+        self.names: list[str] = []
+
+    def add(self, df: DataFrame, hint: str = "v") -> str:
+        name = f"__isolde_{hint}_{uuid.uuid4().hex[:12]}"
+        df.createOrReplaceTempView(name)
+        self.names.append(name)
+        return name
+
+    def close(self) -> None:
+        for n in self.names:
+            try:
+                self.spark.catalog.dropTempView(n)
+            except Exception:
+                pass
+        self.names.clear()
+
+
+def bind_tables(ctx, tree, views: TempViews, *, target: Optional[Target] = None):
+    """A copy of a sqlglot tree whose references to isolde tables read their current snapshot
+    (each registered as a temp view); other names (the user's Spark temp views) stay."""
+    import sqlglot.expressions as exp
+
+    from isolde.grammar import ast
+
+    cache: dict = {}
+
+    def swap(node):
+        if not isinstance(node, exp.Table) or not node.name:
+            return node
+        if isinstance(node.parent, (exp.Column,)):
+            return node
+        parts = tuple(p for p in (node.catalog, node.db, node.name) if p)
+        if node.db and node.db.lower() == "delta" and not node.catalog:
+            ref = ast.TableRef(path=node.name)
+        else:
+            ref = ast.TableRef(parts=parts)
+        key = parts
+        if key not in cache:
+            view = None
+            try:
+                handle = ctx.catalog.resolve(ref, current_database(ctx))
+            except Exception:
+                handle = None
+            if handle is not None:
+                if target is not None and os.path.abspath(handle.path) == os.path.abspath(target.path):
+                    df = scan(ctx, target.snapshot, target.path)
+                else:
+                    snap = handle.log.snapshot(ref.version) if ref.version is not None else handle.log.update()
+                    df = scan(ctx, snap, handle.path)
+                view = views.add(df, "t")
+            cache[key] = view
+        view = cache[key]
+        if view is None:
+            return node
+        alias = node.alias or node.name
+        return exp.Table(this=exp.to_identifier(view), alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
+
+    return tree.copy().transform(swap)
+
+
+def strip_qualifier(struct, path, qualifiers) -> tuple:
+    """An assignment path without a leading table alias / name (``t.v`` -> ``v``)."""
+    path = tuple(path)
+    if len(path) > 1 and S.field_named(struct, path[0]) is None and path[0].lower() in qualifiers:
+        return path[1:]
+    return path
+
+
+def bound_sql(ctx, node, views, target) -> str:
+    """SQL text of an expression slot: the user's own text unless a table in it must be bound
+    to its snapshot (then sqlglot regenerates it)."""
+    import sqlglot.expressions as exp
+
+    if node is None:
+        return "TRUE"
+    if any(True for _ in node.tree.find_all(exp.Table)):
+        return sql_of(bind_tables(ctx, node.tree, views, target=target))
+    return node.sql
+
+
+def sql_of(tree) -> str:
+    return tree.sql(dialect="spark")
+
+
+def predicates_json(items: Iterable[str]) -> str:
+    return json.dumps(list(items))
+
+
+def q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def commit(target: Target, actions: list, operation: str, parameters: dict, metrics: dict, started: float):
+    """Commit through the transaction; returns the new version."""
+    metrics = dict(metrics)
+    metrics["executionTimeMs"] = int((time.time() - started) * 1000)
+    result = target.txn.commit(actions, operation=operation, operation_parameters=parameters, metrics=metrics)
+    version = getattr(result, "version", result)
+    return version, metrics
+
+
+# --------------------------------------------------------------------------- reading through the transaction
+
+
+def read_scope(target: Target, scope) -> list:
+    """Record the statement's conflict scope through the transaction; returns the candidate files."""
+    if scope.reads_whole_table or scope.read_predicate is None:
+        target.txn.read_whole_table()
+        return target.txn.filter_files(None)
+    # the transaction splits partition-only conjuncts off the predicate itself
+    return target.txn.filter_files(scope.read_predicate)
+
+
+def has_nondeterminism(*trees) -> bool:
+    import sqlglot.expressions as exp
+
+    from isolde.planner.predicates import NON_DETERMINISTIC, NON_DETERMINISTIC_NAMES
+
+    for tree in trees:
+        if tree is None:
+            continue
+        for node in tree.walk():
+            if isinstance(node, NON_DETERMINISTIC):
+                return True
+            if isinstance(node, exp.Anonymous) and str(node.name).lower() in NON_DETERMINISTIC_NAMES:
+                return True
+    return False
+
+
+def resolve_column_path(struct, path: tuple, table: str):
+    """(top-level field name, nested path tuple with canonical names, leaf DataType) of an assignment."""
+    from pyspark.sql import types as T
+
+    from isolde.errors import ColumnNotFoundError
+
+    fields = struct.fields
+    names = []
+    dtype = None
+    current = struct
+    for i, part in enumerate(path):
+        if not isinstance(current, T.StructType):
+            raise AnalysisError(f"Cannot assign to `{'.'.join(path)}`: `{'.'.join(path[:i])}` is not a struct.",
+                                error_class="DELTA_ASSIGNMENT_NOT_STRUCT", sqlstate="42000")
+        f = S.field_named(current, part)
+        if f is None:
+            raise ColumnNotFoundError(".".join(path), table, [x.name for x in current.fields])
+        names.append(f.name)
+        dtype = f.dataType
+        current = f.dataType
+    return names[0], tuple(names[1:]), dtype
+
+
+def assignment_columns(struct, assignments, table: str, value_col) -> dict:
+    """Column expressions for UPDATE-style assignments: top-level column name -> Column, given
+    ``value_col(i)`` returning the Spark Column of assignment i's value. Values are cast to the
+    column type; an assignment to a nested field rebuilds its struct (as Delta does, a NULL
+    parent struct becomes a struct whose other fields are NULL)."""
+    tree: dict = {}
+    leaves: list = []
+    for i, a in enumerate(assignments):
+        name, nested, dtype = resolve_column_path(struct, tuple(a.column), table)
+        key = (name,) + nested
+        for other in leaves:
+            if other[: len(key)] == key or key[: len(other)] == other:
+                raise AnalysisError(f"Column `{'.'.join(key)}` is assigned more than once.",
+                                    error_class="DELTA_CONFLICT_SET_COLUMN", sqlstate="42701")
+        leaves.append(key)
+        node = tree
+        for part in key[:-1]:
+            node = node.setdefault(part, {})
+        node[key[-1]] = value_col(i).cast(dtype)
+
+    def build(node, base, dtype):
+        fields = []
+        for f in dtype.fields:
+            sub = base.getField(f.name)
+            if f.name in node:
+                v = node[f.name]
+                fields.append((v if not isinstance(v, dict) else build(v, sub, f.dataType)).alias(f.name))
+            else:
+                fields.append(sub.alias(f.name))
+        return F.struct(*fields)
+
+    out = {}
+    for name, v in tree.items():
+        if isinstance(v, dict):
+            out[name] = build(v, F.col(q(name)), S.field_named(struct, name).dataType)
+        else:
+            out[name] = v
+    return out
+
+
+# --------------------------------------------------------------------------- UPDATE / DELETE
+
+
+def prepared(target: Target, operation: str, parameters: dict, change: Optional[ChangeSet], metrics: dict,
+             started: float):
+    """A PreparedWrite whose commit goes through the statement's transaction."""
+    from isolde.executor.results import CommitResult, PreparedWrite
+
+    actions = list(change.actions) if change is not None else []
+    staged = list(change.staged_paths) if change is not None else []
+    all_metrics = dict(metrics)
+    if change is not None:
+        all_metrics.update({k: v for k, v in change.metrics().items() if k not in all_metrics})
+
+    def commit_fn():
+        if not actions:
+            # nothing changed: the statement is a read of its snapshot; no commit is needed
+            m = dict(all_metrics)
+            m["executionTimeMs"] = int((time.time() - started) * 1000)
+            return CommitResult(target.snapshot.version, operation, m, target.name, time.time() - started)
+        version, m = commit(target, actions, operation, parameters, all_metrics, started)
+        return CommitResult(version, operation, m, target.name, time.time() - started)
+
+    return PreparedWrite(operation=operation, table=target.name, commit_fn=commit_fn, staged_paths=staged,
+                         metrics=all_metrics)
+
+
+def run_update_delete(ctx, stmt, is_update: bool):
+    from isolde.grammar import ast  # noqa: F401
+    from isolde.planner.scope import conflict_scope
+
+    started = time.time()
+    spark = ctx.spark
+    target = open_target(ctx, stmt.table)
+    operation = "UPDATE" if is_update else "DELETE"
+    where_sql = stmt.where.sql if stmt.where is not None else None
+    parameters = {"predicate": predicates_json([where_sql] if where_sql else [])}
+    scope = conflict_scope(stmt, target.column_types, target.partition_columns, **target.scope_flags())
+    files = read_scope(target, scope)
+    alias = stmt.alias or (stmt.table.parts[-1] if stmt.table.parts else "t")
+    struct = target.struct
+
+    if not is_update and stmt.where is None:
+        # DELETE without WHERE: remove every file, no data is read
+        now = int(time.time() * 1000)
+        change = ChangeSet()
+        deleted = 0
+        for add in files:
+            change.actions.append(add.remove(deletion_timestamp=now, data_change=True))
+            change.num_removed_files += 1
+            change.num_removed_bytes += add.size or 0
+            deleted += _live_rows(target, add)
+        return prepared(target, operation, parameters, change, {"numDeletedRows": deleted}, started)
+
+    assignments = []
+    if is_update:
+        # strip the alias / table qualifier, validate targets before any Spark work
+        quals = {x.lower() for x in (stmt.alias, stmt.table.parts[-1] if stmt.table.parts else None) if x}
+        for a in stmt.assignments:
+            assignments.append(replace(a, column=strip_qualifier(struct, a.column, quals)))
+            resolve_column_path(struct, tuple(assignments[-1].column), target.name)
+
+    views = TempViews(spark)
+    try:
+        by_path = {a.path: a for a in files}
+        nondet = has_nondeterminism(stmt.where.tree if stmt.where is not None else None,
+                                    *[a.value.tree for a in assignments])
+        cond = bound_sql(ctx, stmt.where, views, target)
+        set_sql = []
+        if is_update:
+            set_sql = [bound_sql(ctx, a.value, views, target) for a in assignments]
+
+        def flagged_over(file_list):
+            df = scan(ctx, target.snapshot, target.path, files=file_list, with_row_ids=True)
+            view = views.add(df, "target")
+            extra = "".join(f", ({s}) AS __isolde_set_{i}" for i, s in enumerate(set_sql))
+            return spark.sql(f"SELECT {q(alias)}.*, coalesce(({cond}), false) AS __isolde_c{extra} "
+                             f"FROM {view} AS {q(alias)}")
+
+        flagged = flagged_over(files)
+        if nondet:
+            flagged = flagged.localCheckpoint(eager=True)
+        counts = flagged.filter("__isolde_c").groupBy(FILE_COL).count().collect()
+        changed = {r[0]: int(r[1]) for r in counts}
+        touched = {p: by_path[p] for p in changed}
+        n_changed = sum(changed.values())
+        metrics = {"numUpdatedRows" if is_update else "numDeletedRows": n_changed}
+        if not touched:
+            return prepared(target, operation, parameters, None, {**metrics, "numAddedFiles": 0, "numRemovedFiles": 0,
+                                                                  "numAddedBytes": 0, "numRemovedBytes": 0,
+                                                                  "numCopiedRows": 0}, started)
+        rows = flagged.filter(F.col(FILE_COL).isin(list(touched))) if nondet else flagged_over(list(touched.values()))
+        c = F.col("__isolde_c")
+        if is_update:
+            new_cols = assignment_columns(struct, assignments, target.name,
+                                          lambda i: F.col(f"__isolde_set_{i}"))
+            sel = []
+            for f in struct.fields:
+                if f.name in new_cols:
+                    sel.append(F.when(c, new_cols[f.name]).otherwise(F.col(q(f.name))).alias(f.name))
+                else:
+                    sel.append(F.col(q(f.name)))
+            action = F.when(c, F.lit(UPDATE)).otherwise(F.lit(KEEP))
+        else:
+            sel = [F.col(q(f.name)) for f in struct.fields]
+            action = F.when(c, F.lit(DELETE)).otherwise(F.lit(KEEP))
+        changes = rows.select(*sel, F.col(FILE_COL), F.col(ROW_COL), action.alias(ACTION_COL))
+        change = apply_changes(ctx, target, changes, touched, changed_rows=changed)
+        return prepared(target, operation, parameters, change, metrics, started)
+    finally:
+        views.close()

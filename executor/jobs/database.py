@@ -1,0 +1,54 @@
+"""CREATE / DROP DATABASE, USE, SHOW TABLES (databases are folders of the warehouse)."""
+
+from __future__ import annotations
+
+import fnmatch
+
+from isolde.errors import AnalysisError
+from isolde.executor.jobs import executes
+from isolde.executor.results import QueryResult
+from isolde.grammar import ast
+
+
+@executes(ast.CreateDatabase)
+def run_create_database(ctx, stmt: ast.CreateDatabase) -> QueryResult:
+    if stmt.location is not None:
+        raise AnalysisError("CREATE DATABASE ... LOCATION is not supported: databases are folders of the warehouse.",
+                            error_class="UNSUPPORTED_FEATURE", sqlstate="0A000")
+    created = ctx.catalog.create_database(stmt.name, if_not_exists=stmt.if_not_exists)
+    return QueryResult(message=f"Database {stmt.name} created" if created else
+                       f"Database {stmt.name} already exists; nothing done.")
+
+
+@executes(ast.DropDatabase)
+def run_drop_database(ctx, stmt: ast.DropDatabase) -> QueryResult:
+    dropped = ctx.catalog.drop_database(stmt.name, if_exists=stmt.if_exists, cascade=stmt.cascade)
+    if dropped and stmt.name.lower() == ctx.current_database:
+        ctx.session._current_database = "default"
+    return QueryResult(message=f"Database {stmt.name} dropped" if dropped else
+                       f"Database {stmt.name} does not exist; nothing done.")
+
+
+@executes(ast.Use)
+def run_use(ctx, stmt: ast.Use) -> QueryResult:
+    ctx.session.current_database = stmt.name
+    return QueryResult(message=f"Using database {ctx.session.current_database}")
+
+
+def _like(name: str, pattern: str) -> bool:
+    """Spark's SHOW TABLES LIKE: '*' any, '|' alternatives, case-insensitive."""
+    return any(fnmatch.fnmatchcase(name.lower(), alt.strip().lower()) for alt in pattern.split("|"))
+
+
+@executes(ast.ShowTables)
+def run_show_tables(ctx, stmt: ast.ShowTables) -> QueryResult:
+    database = stmt.database or ctx.current_database
+    names = ctx.catalog.list_tables(database)
+    if stmt.pattern:
+        names = [n for n in names if _like(n, stmt.pattern)]
+    return QueryResult(columns=["database", "tableName", "isTemporary"],
+                       rows=[(database.lower(), n, False) for n in names])
+
+
+for _fn in (run_create_database, run_drop_database, run_use, run_show_tables):
+    _fn.needs_spark = False

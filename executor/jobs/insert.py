@@ -1,0 +1,267 @@
+"""INSERT INTO / INSERT OVERWRITE [PARTITION (...)] / INSERT INTO ... REPLACE WHERE.
+
+* A blind INSERT (the source does not read the target) records no reads: committed as a
+  blind append (operation WRITE, isBlindAppend true), which never conflicts.
+* A source that reads the target table reads the transaction's snapshot and records that
+  read (predicate + files), so it conflicts like MERGE.
+* OVERWRITE removes every file (static mode), the files of the static PARTITION values, or,
+  with ``spark.sql.sources.partitionOverwriteMode=dynamic``, the partitions the new data
+  lands in; the removed files are recorded as read through ``txn.filter_files``.
+* REPLACE WHERE cond: new rows must satisfy cond (else ConstraintViolationError, nothing is
+  committed); rows matching cond are replaced: files entirely inside cond (partition-only
+  conditions) are removed, other candidate files are rewritten without their matching rows.
+* Identity columns get values and their high-water mark advances (a metaData action in the
+  same commit); generated columns are computed; NOT NULL / CHECK constraints are enforced.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+from pyspark.sql import functions as F
+
+from isolde.errors import AnalysisError, TableNotFoundError
+from isolde.executor import schema as S
+from isolde.executor.jobs import executes
+from isolde.executor.jobs.query import bind_query
+from isolde.executor.results import CommitResult, PreparedWrite
+from isolde.executor.scan import scan
+from isolde.executor.writer import SEP, VIOLATION_MARK, conform, identity_metadata_update, write_files
+from isolde.grammar import ast
+from isolde.planner.resolve import resolve_column, table_references
+
+
+def insert_reads_target(ctx, stmt: ast.Insert) -> bool:
+    target = ctx.resolve(stmt.table)
+    for use in table_references(stmt.source.tree):
+        try:
+            handle = ctx.resolve(use.ref)
+        except AnalysisError:
+            continue
+        if handle.path == target.path and use.ref.version is None and use.ref.timestamp is None:
+            return True
+    return False
+
+
+def _sql_value(expr) -> str:
+    return getattr(expr, "sql", str(expr))
+
+
+def _partition_literal_sql(value: Optional[str]) -> str:
+    if value is None:
+        return "NULL"
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _partition_predicate(columns: list[str], tuples: set[tuple]) -> Optional[str]:
+    if not tuples:
+        return None
+    ors = []
+    for values in sorted(tuples, key=lambda t: tuple("" if v is None else str(v) for v in t)):
+        ands = []
+        for col, v in zip(columns, values):
+            q = "`" + col.replace("`", "``") + "`"
+            ands.append(f"{q} IS NULL" if v is None else f"{q} = {_partition_literal_sql(v)}")
+        ors.append("(" + " AND ".join(ands) + ")")
+    return " OR ".join(ors)
+
+
+@executes(ast.Insert)
+def run_insert(ctx, stmt: ast.Insert) -> PreparedWrite:
+    handle = ctx.resolve(stmt.table)
+    txn = handle.log.start_transaction()
+    snap = txn.snapshot
+    if snap.version < 0:
+        raise TableNotFoundError(handle.name)
+    metadata = snap.metadata
+    struct = S.metadata_schema(metadata)
+    parts = S.partition_columns(metadata)
+    config = S.configuration(metadata)
+    names = [f.name for f in struct.fields]
+
+    # ---- the source, with the target pinned to this transaction's snapshot
+    bound = bind_query(ctx, stmt.source, pinned={handle.path: snap})
+    self_reads = [t for t in bound.tables if t.path == handle.path and t.version == snap.version
+                  and t.snapshot is snap]
+    if self_reads:
+        scope_pred = _self_read_scope(stmt, struct, parts)
+        for t in self_reads:
+            if scope_pred is None:
+                txn.read_whole_table()
+                txn.record_read(None, files=t.files)
+            else:
+                txn.record_read(scope_pred, files=t.files)
+    df = bound.df
+
+    # ---- PARTITION clause
+    static: dict[str, str] = {}
+    dynamic_cols: list[str] = []
+    for pv in stmt.partition:
+        col = resolve_column(pv.column, names, handle.name)
+        if col.lower() not in {p.lower() for p in parts}:
+            raise AnalysisError(f"`{col}` is not a partition column of {handle.name} "
+                                f"(partitioned by {', '.join(parts) or 'nothing'}).",
+                                error_class="PARTITIONS_NOT_FOUND", sqlstate="428FT")
+        if pv.value is not None:
+            static[col] = _sql_value(pv.value)
+        else:
+            dynamic_cols.append(col)
+    columns = list(stmt.columns)
+    if static:
+        if stmt.by_name:
+            raise AnalysisError("INSERT ... BY NAME cannot be combined with static PARTITION values.",
+                                error_class="UNSUPPORTED_FEATURE")
+        src_cols = list(df.columns)
+        target_cols = columns or [n for n in names if n not in static and not _auto(struct, n)]
+        if len(target_cols) != len(src_cols):
+            raise AnalysisError(
+                f"Cannot write to {handle.name}: {len(target_cols)} non-static column(s) "
+                f"({', '.join(target_cols)}) but the data has {len(src_cols)}.",
+                error_class="INSERT_COLUMN_ARITY_MISMATCH", sqlstate="21S01")
+        tmp = [f"__isolde_in_{i}" for i in range(len(src_cols))]
+        df = df.toDF(*tmp).select(*tmp, *[F.expr(v).alias(f"__isolde_static_{c}") for c, v in static.items()])
+        columns = list(target_cols) + list(static)
+    conformed = conform(df, struct, columns=columns, by_name=stmt.by_name, table_name=handle.name,
+                        configuration=config)
+
+    # ---- REPLACE WHERE: every new row must satisfy the condition
+    replace_sql = stmt.replace_where.sql if stmt.replace_where is not None else None
+    if replace_sql is not None:
+        _check_columns(replace_sql, names, handle.name)
+        cond = F.expr(replace_sql)
+        msg = f"{VIOLATION_MARK}{SEP}check{SEP}replaceWhere{SEP}Written data does not conform to the REPLACE " \
+              f"WHERE condition ({replace_sql}): a row falls outside it.{SEP}"
+        conformed = conformed.filter(F.when(~F.coalesce(cond, F.lit(False)), F.raise_error(F.lit(msg)))
+                                     .otherwise(F.lit(True)).cast("boolean"))
+
+    written = write_files(ctx, conformed, handle.path, metadata)
+    actions: list = list(written.adds)
+    staged = list(written.staged_paths)
+    removed = []
+    copied = 0
+    mode = "Append"
+    params: dict = {"mode": "Append", "partitionBy": json.dumps(parts)}
+    overwrite_mode = str(ctx.conf.get("spark.sql.sources.partitionOverwriteMode", "static")).lower()
+
+    try:
+        if stmt.overwrite:
+            mode = "Overwrite"
+            params["mode"] = "Overwrite"
+            if parts and overwrite_mode == "dynamic":
+                touched = {tuple(a.partition_values.get(p) for p in parts) for a in written.adds}
+                pred = _partition_predicate(parts, touched)
+                if static:
+                    static_pred = " AND ".join(f"`{c}` = {v}" for c, v in static.items())
+                    pred = f"({pred}) AND ({static_pred})" if pred else None
+                params["dynamicPartitionOverwrite"] = "true"
+                removed = txn.filter_files(partition_predicate_sql=pred) if pred else []
+                if pred is None:
+                    txn.record_read("false", files=[])
+            elif static:
+                pred = " AND ".join(f"`{c}` = {v}" for c, v in static.items())
+                params["predicate"] = json.dumps([pred])
+                removed = txn.filter_files(partition_predicate_sql=pred)
+            else:
+                removed = txn.filter_files()
+                txn.read_whole_table()
+        elif replace_sql is not None:
+            mode = "Overwrite"
+            params = {"mode": "Overwrite", "partitionBy": json.dumps(parts), "predicate": json.dumps([replace_sql])}
+            candidates = txn.filter_files(replace_sql)
+            if _only_partition_columns(replace_sql, parts):
+                removed = candidates
+            else:
+                removed = candidates
+                if candidates:
+                    kept = scan(ctx, snap, handle.path, candidates).filter(
+                        ~F.coalesce(F.expr(replace_sql), F.lit(False)))
+                    rewritten = write_files(ctx, kept, handle.path, metadata)
+                    actions.extend(rewritten.adds)
+                    copied = rewritten.num_rows
+                    staged.extend(rewritten.staged_paths)
+        else:
+            if not self_reads:
+                txn.set_blind_append()
+    except BaseException:
+        _remove(staged)
+        raise
+
+    actions.extend(a.remove() for a in removed)
+    new_meta = identity_metadata_update(metadata, written)
+    if new_meta is not None:
+        actions.append(new_meta)
+    metrics = {
+        "numFiles": len(written.adds),
+        "numOutputRows": written.num_rows,
+        "numOutputBytes": written.num_bytes,
+    }
+    if removed:
+        metrics["numRemovedFiles"] = len(removed)
+    if copied:
+        metrics["numCopiedRows"] = copied
+
+    def commit() -> CommitResult:
+        version = txn.commit(actions, operation="WRITE", operation_parameters=params, metrics=metrics)
+        return CommitResult(version=version, operation="WRITE", metrics=metrics, table=handle.name)
+
+    return PreparedWrite(operation="WRITE", table=handle.name, commit_fn=commit, staged_paths=staged,
+                         metrics=metrics)
+
+
+def _auto(struct, name: str) -> bool:
+    f = S.field_named(struct, name)
+    return f is not None and (S.is_identity(f) or S.is_generated(f))
+
+
+def _remove(paths) -> None:
+    import os
+    import shutil
+
+    for p in paths:
+        if os.path.isdir(p):
+            shutil.rmtree(p, ignore_errors=True)
+        elif os.path.exists(p):
+            os.remove(p)
+
+
+def _check_columns(sql: str, names: list[str], table: str) -> None:
+    import sqlglot
+    import sqlglot.expressions as exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read="databricks")
+    except Exception:
+        return
+    for c in tree.find_all(exp.Column):
+        resolve_column(c.name, names, table)
+
+
+def _only_partition_columns(sql: str, parts: list[str]) -> bool:
+    import sqlglot
+    import sqlglot.expressions as exp
+
+    if not parts:
+        return False
+    try:
+        tree = sqlglot.parse_one(sql, read="databricks")
+    except Exception:
+        return False
+    lower = {p.lower() for p in parts}
+    cols = list(tree.find_all(exp.Column))
+    if tree.find(exp.Subquery, exp.Select):
+        return False
+    return bool(cols) and all(c.name.lower() in lower for c in cols)
+
+
+def _self_read_scope(stmt: ast.Insert, struct, parts) -> Optional[str]:
+    """The read predicate of an INSERT whose source reads the target (None: the whole table)."""
+    try:
+        from isolde.planner.scope import conflict_scope
+
+        scope = conflict_scope(stmt, [(f.name, f.dataType) for f in struct.fields], parts)
+    except Exception:
+        return None
+    if scope.reads_whole_table or scope.read_predicate is None:
+        return None
+    return scope.read_predicate

@@ -1,0 +1,14 @@
+"""UPDATE t [AS a] SET col = expr, s.field = expr, ... [WHERE cond]: rows where the condition is
+TRUE get the new values (cast to the column type; NULL conditions leave rows alone); the
+physical step (rewrite or deletion vector) is executor/dml.py's."""
+
+from __future__ import annotations
+
+from isolde.executor.dml import run_update_delete
+from isolde.executor.jobs import executes
+from isolde.grammar import ast
+
+
+@executes(ast.Update)
+def run(ctx, stmt: ast.Update):
+    return run_update_delete(ctx, stmt, is_update=True)

@@ -1,0 +1,239 @@
+"""VACUUM t [RETAIN n HOURS] [DRY RUN] [LITE | FULL]: delete files the table no longer needs.
+
+A file is deleted only when all of these hold (Delta's rules):
+
+* no live file of the current snapshot is it (data file or deletion-vector file);
+* no tombstone younger than the retention (``remove.deletionTimestamp > now - retention``)
+  names it -- so every version a reader may still time-travel to within the retention keeps
+  its files;
+* its own modification time is older than the retention, so files a concurrent writer has
+  written but not yet committed (a prepared write, a commit in flight) are never touched;
+* it is not under ``_delta_log`` (nor, on a UniForm table, in the Iceberg ``metadata/`` folder) nor in a hidden (``.`` / ``_``) folder -- except partition
+  folders (``_p=1``) and write staging folders, whose old files are candidates like the
+  rest. Hidden files (``.crc`` checksums) are deleted only together with their data file.
+
+FULL (default) lists the table directory; LITE takes the candidates from the tombstones in
+the log only (no listing, so it never finds files no commit ever referenced).
+
+Retention: defaults to ``delta.deletedFileRetentionDuration`` (7 days); anything shorter is
+refused unless ``spark.databricks.delta.retentionDurationCheck.enabled`` is ``false``.
+
+DRY RUN returns the files (column ``path``) and commits nothing. Otherwise the run records
+``VACUUM START`` (parameters and numFilesToDelete / sizeOfDataToDelete), deletes, and
+records ``VACUUM END`` (numDeletedFiles / numVacuumedDirectories), as Delta does; the
+files are deleted at ``commit()`` time, after re-reading the latest version so a file a
+commit re-added meanwhile (RESTORE) is kept.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from isolde.executor.log.actions import now_ms as _now_ms
+
+from isolde.errors import AnalysisError, ExecutionError
+from isolde.executor import properties as P
+from isolde.executor.jobs import executes
+from isolde.executor.log.deletion_vectors import dv_file_path
+from isolde.executor.results import CommitResult, PreparedWrite, QueryResult
+from isolde.grammar import ast
+
+#: Hidden folder names that are write staging areas: scanned (their old files are garbage).
+STAGING_MARKERS = ("staging", "_temporary", "_isolde")
+
+
+def _is_scanned_dir(name: str) -> bool:
+    if name == "_delta_log":
+        return False
+    if not name.startswith((".", "_")):
+        return True
+    if "=" in name:  # a partition folder whose column name starts with '_'
+        return True
+    low = name.lower()
+    return any(m in low for m in STAGING_MARKERS)
+
+
+def _dv_paths(table_path: str, action) -> list[str]:
+    dv = getattr(action, "deletion_vector", None)
+    if dv is None or dv.storage_type == "i":
+        return []
+    try:
+        return [os.path.abspath(dv_file_path(table_path, dv))]
+    except Exception:
+        return []
+
+
+def referenced_files(table_path: str, snapshot, threshold_ms: int) -> set[str]:
+    """Absolute local paths the table still needs: live files and tombstones within retention."""
+    keep: set[str] = set()
+    for add in snapshot.all_files:
+        keep.add(os.path.abspath(P.local_path(table_path, add.path)))
+        keep.update(_dv_paths(table_path, add))
+    for rm in snapshot.tombstones:
+        ts = rm.deletion_timestamp
+        if ts is None or ts > threshold_ms:
+            keep.add(os.path.abspath(P.local_path(table_path, rm.path)))
+            keep.update(_dv_paths(table_path, rm))
+    return keep
+
+
+def _uses_iceberg(metadata) -> bool:
+    conf = {k.lower(): str(v).lower() for k, v in (metadata.configuration if metadata is not None else {}).items()}
+    return "iceberg" in conf.get("delta.universalformat.enabledformats", "") or \
+        conf.get("delta.enableicebergcompatv2") == "true"
+
+
+def _list_candidates(root: str, keep: set[str], threshold_ms: int,
+                     skip_top: tuple[str, ...] = ()) -> tuple[list[tuple[str, int]], list[str]]:
+    """(files to delete with sizes, scanned directories) under ``root``."""
+    out: list[tuple[str, int]] = []
+    dirs: list[str] = []
+    for current, subdirs, files in os.walk(root):
+        subdirs[:] = [d for d in subdirs if _is_scanned_dir(d) and not (current == root and d in skip_top)]
+        if current != root:
+            dirs.append(current)
+        names = set(files)
+        for name in files:
+            if name.startswith((".", "_")):
+                continue
+            full = os.path.join(current, name)
+            if full in keep:
+                continue
+            try:
+                st = os.stat(full)
+            except FileNotFoundError:
+                continue
+            if st.st_mtime * 1000 >= threshold_ms:
+                continue  # young: maybe a concurrent writer's file not yet committed
+            out.append((full, st.st_size))
+            crc = f".{name}.crc"
+            if crc in names:
+                out.append((os.path.join(current, crc), 0))
+    return out, dirs
+
+
+def _lite_candidates(table_path: str, snapshot, keep: set[str], threshold_ms: int) -> list[tuple[str, int]]:
+    out = []
+    seen = set()
+    for rm in snapshot.tombstones:
+        ts = rm.deletion_timestamp
+        if ts is None or ts > threshold_ms:
+            continue
+        for path in [os.path.abspath(P.local_path(table_path, rm.path))] + _dv_paths(table_path, rm):
+            if path in keep or path in seen or not path.startswith(table_path.rstrip("/") + "/"):
+                continue
+            seen.add(path)
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                continue
+            if st.st_mtime * 1000 < threshold_ms:
+                out.append((path, st.st_size))
+    return out
+
+
+def _retention(ctx, metadata, retain_hours) -> tuple[int, int, bool]:
+    """(retention ms, table default ms, check enabled) after the safety check."""
+    default_ms = P.deleted_file_retention_ms(metadata)
+    check = str(P.conf_get(ctx, P.RETENTION_CHECK_CONF, "true")).strip().lower() != "false"
+    if retain_hours is None:
+        return default_ms, default_ms, check
+    if retain_hours < 0:
+        raise AnalysisError(f"VACUUM RETAIN {retain_hours:g} HOURS: the retention cannot be negative.",
+                            error_class="DELTA_VACUUM_RETENTION_PERIOD_NEGATIVE")
+    retention_ms = int(retain_hours * 3_600_000)
+    if check and retention_ms < default_ms:
+        raise AnalysisError(
+            f"VACUUM RETAIN {retain_hours:g} HOURS is shorter than the table's retention of "
+            f"{default_ms / 3_600_000:g} hours (delta.deletedFileRetentionDuration). Deleting files that recent can "
+            "break concurrent writers and time travel. If you are certain that no operation is running on this "
+            f"table, turn the check off with: SET {P.RETENTION_CHECK_CONF} = false",
+            error_class="DELTA_VACUUM_RETENTION_PERIOD_TOO_SHORT", sqlstate="42K0A")
+    return retention_ms, default_ms, check
+
+
+def plan_vacuum(ctx, handle, retain_hours=None, lite: bool = False, now_ms: int | None = None):
+    """(candidates [(path, size)], scanned dirs, parameters, snapshot) without deleting anything."""
+    snap = handle.log.update()
+    retention_ms, default_ms, check = _retention(ctx, snap.metadata, retain_hours)
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    threshold = now_ms - retention_ms
+    root = os.path.abspath(handle.path)
+    keep = referenced_files(root, snap, threshold)
+    if lite:
+        candidates, dirs = _lite_candidates(root, snap, keep, threshold), []
+    else:
+        # UniForm: the Iceberg metadata beside the log (``metadata/``) is not referenced by the Delta log
+        skip = ("metadata",) if _uses_iceberg(snap.metadata) else ()
+        candidates, dirs = _list_candidates(root, keep, threshold, skip)
+    params = {
+        "retentionCheckEnabled": check,
+        "specifiedRetentionMillis": retention_ms if retain_hours is not None else None,
+        "defaultRetentionMillis": default_ms,
+        "vacuumType": "LITE" if lite else "FULL",
+    }
+    return candidates, dirs, params, snap, threshold
+
+
+@executes(ast.Vacuum)
+def run(ctx, stmt: ast.Vacuum):
+    handle = P.resolve(ctx, stmt.table)
+    lite = (stmt.mode or "FULL").upper() == "LITE"
+    candidates, dirs, params, snap, threshold = plan_vacuum(ctx, handle, stmt.retain_hours, lite)
+    if stmt.dry_run:
+        return QueryResult(columns=["path"], rows=[(p,) for p, _ in candidates if not os.path.basename(p).startswith(".")],
+                           message=f"Found {len(candidates)} files to delete in {handle.name}")
+    started = time.perf_counter()
+    data_files = [(p, s) for p, s in candidates if not os.path.basename(p).startswith(".")]
+
+    def commit() -> CommitResult:
+        log = handle.log
+        start_version = P.txn_commit(log.start_transaction(), [], "VACUUM START", params, {
+            "numFilesToDelete": len(data_files), "sizeOfDataToDelete": sum(s for _, s in data_files)})
+        # a commit since planning may have re-added a file (RESTORE): keep what the latest version needs
+        latest = log.update()
+        keep = referenced_files(os.path.abspath(handle.path), latest, threshold)
+        dir_mtimes = {}
+        for d in dirs:
+            try:
+                dir_mtimes[d] = os.stat(d).st_mtime * 1000
+            except OSError:
+                pass
+        deleted = 0
+        try:
+            for path, _ in candidates:
+                if path in keep:
+                    continue
+                try:
+                    os.remove(path)
+                    if not os.path.basename(path).startswith("."):
+                        deleted += 1
+                except FileNotFoundError:
+                    pass
+        except OSError as e:  # record the failed run as Delta does, then report it
+            P.txn_commit(log.start_transaction(), [], "VACUUM END", {"status": "FAILED"},
+                         {"numDeletedFiles": deleted, "numVacuumedDirectories": len(dirs)})
+            raise ExecutionError(f"VACUUM {handle.name} failed after deleting {deleted} file(s): {e}",
+                                 error_class="DELTA_VACUUM_FAILED") from e
+        vacuumed_dirs = 0
+        for d in sorted(dirs, key=len, reverse=True):  # deepest first; only folders untouched for the retention
+            try:
+                if not os.listdir(d) and dir_mtimes.get(d, _now_ms()) < threshold:
+                    os.rmdir(d)
+                    vacuumed_dirs += 1
+            except OSError:
+                pass
+        metrics = {"numDeletedFiles": deleted, "numVacuumedDirectories": len(dirs)}
+        end_version = P.txn_commit(log.start_transaction(), [], "VACUUM END", {"status": "COMPLETED"}, metrics)
+        metrics["vacuumStartVersion"] = start_version
+        metrics["numDeletedDirectories"] = vacuumed_dirs
+        return CommitResult(version=end_version, operation="VACUUM END", metrics=metrics, table=handle.name,
+                            elapsed_s=time.perf_counter() - started)
+
+    return PreparedWrite(operation="VACUUM", table=handle.name, commit_fn=commit, staged_paths=[],
+                         metrics={"numFilesToDelete": len(data_files)})
+
+
+# Pure log work: the session need not wait for Spark to start (no Spark job group).
+run.needs_spark = False

@@ -1,0 +1,435 @@
+"""Classic single-file Parquet checkpoints, written with pyarrow in Delta's checkpoint schema.
+
+A checkpoint holds the whole table state at one version (protocol, metadata, app
+transaction versions, domain metadata, live files and unexpired tombstones), so a
+reader replays only the JSON commits after it. The schema is the one Delta and
+delta-rs write, so any Delta reader can start from an isolde checkpoint.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+from typing import Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .actions import AddFile, DeletionVectorDescriptor, DomainMetadata, Metadata, Protocol, RemoveFile, SetTransaction
+
+CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
+
+_STRING_MAP = pa.map_(pa.string(), pa.string())
+_DV = pa.struct(
+    [
+        pa.field("storageType", pa.string(), nullable=False),
+        pa.field("pathOrInlineDv", pa.string(), nullable=False),
+        pa.field("offset", pa.int32()),
+        pa.field("sizeInBytes", pa.int32(), nullable=False),
+        pa.field("cardinality", pa.int64(), nullable=False),
+    ]
+)
+
+CHECKPOINT_SCHEMA = pa.schema(
+    [
+        pa.field(
+            "txn",
+            pa.struct(
+                [
+                    pa.field("appId", pa.string(), nullable=False),
+                    pa.field("version", pa.int64(), nullable=False),
+                    pa.field("lastUpdated", pa.int64()),
+                ]
+            ),
+        ),
+        pa.field(
+            "add",
+            pa.struct(
+                [
+                    pa.field("path", pa.string(), nullable=False),
+                    pa.field("partitionValues", _STRING_MAP, nullable=False),
+                    pa.field("size", pa.int64(), nullable=False),
+                    pa.field("modificationTime", pa.int64(), nullable=False),
+                    pa.field("dataChange", pa.bool_(), nullable=False),
+                    pa.field("stats", pa.string()),
+                    pa.field("tags", _STRING_MAP),
+                    pa.field("deletionVector", _DV),
+                    pa.field("baseRowId", pa.int64()),
+                    pa.field("defaultRowCommitVersion", pa.int64()),
+                    pa.field("clusteringProvider", pa.string()),
+                ]
+            ),
+        ),
+        pa.field(
+            "remove",
+            pa.struct(
+                [
+                    pa.field("path", pa.string(), nullable=False),
+                    pa.field("deletionTimestamp", pa.int64()),
+                    pa.field("dataChange", pa.bool_(), nullable=False),
+                    pa.field("extendedFileMetadata", pa.bool_()),
+                    pa.field("partitionValues", _STRING_MAP),
+                    pa.field("size", pa.int64()),
+                    pa.field("tags", _STRING_MAP),
+                    pa.field("deletionVector", _DV),
+                    pa.field("baseRowId", pa.int64()),
+                    pa.field("defaultRowCommitVersion", pa.int64()),
+                ]
+            ),
+        ),
+        pa.field(
+            "metaData",
+            pa.struct(
+                [
+                    pa.field("id", pa.string(), nullable=False),
+                    pa.field("name", pa.string()),
+                    pa.field("description", pa.string()),
+                    pa.field(
+                        "format",
+                        pa.struct(
+                            [pa.field("provider", pa.string(), nullable=False), pa.field("options", _STRING_MAP)]
+                        ),
+                        nullable=False,
+                    ),
+                    pa.field("schemaString", pa.string(), nullable=False),
+                    pa.field("partitionColumns", pa.list_(pa.string()), nullable=False),
+                    pa.field("createdTime", pa.int64()),
+                    pa.field("configuration", _STRING_MAP),
+                ]
+            ),
+        ),
+        pa.field(
+            "protocol",
+            pa.struct(
+                [
+                    pa.field("minReaderVersion", pa.int32(), nullable=False),
+                    pa.field("minWriterVersion", pa.int32(), nullable=False),
+                    pa.field("readerFeatures", pa.list_(pa.string())),
+                    pa.field("writerFeatures", pa.list_(pa.string())),
+                ]
+            ),
+        ),
+        pa.field(
+            "domainMetadata",
+            pa.struct(
+                [
+                    pa.field("domain", pa.string(), nullable=False),
+                    pa.field("configuration", pa.string(), nullable=False),
+                    pa.field("removed", pa.bool_(), nullable=False),
+                ]
+            ),
+        ),
+    ]
+)
+
+_MAP_FIELDS = ("partitionValues", "tags", "configuration", "options")
+
+
+def checkpoint_name(version: int) -> str:
+    return f"{version:020d}.checkpoint.parquet"
+
+
+def _map_items(d: dict | None):
+    return None if d is None else [(str(k), None if v is None else str(v)) for k, v in d.items()]
+
+
+def _dv_row(dv) -> dict | None:
+    if dv is None:
+        return None
+    return {
+        "storageType": dv.storage_type,
+        "pathOrInlineDv": dv.path_or_inline_dv,
+        "offset": dv.offset,
+        "sizeInBytes": dv.size_in_bytes,
+        "cardinality": dv.cardinality,
+    }
+
+
+def _add_row(a: AddFile) -> dict:
+    return {
+        "path": a.path,
+        "partitionValues": _map_items(a.partition_values) or [],
+        "size": a.size,
+        "modificationTime": a.modification_time,
+        "dataChange": False,  # a checkpoint states what is, not a change
+        "stats": a.stats,
+        "tags": _map_items(a.tags),
+        "deletionVector": _dv_row(a.deletion_vector),
+        "baseRowId": a.base_row_id,
+        "defaultRowCommitVersion": a.default_row_commit_version,
+        "clusteringProvider": a.clustering_provider,
+    }
+
+
+def _remove_row(r: RemoveFile) -> dict:
+    return {
+        "path": r.path,
+        "deletionTimestamp": r.deletion_timestamp,
+        "dataChange": False,
+        "extendedFileMetadata": r.extended_file_metadata,
+        "partitionValues": _map_items(r.partition_values),
+        "size": r.size,
+        "tags": _map_items(r.tags),
+        "deletionVector": _dv_row(r.deletion_vector),
+        "baseRowId": r.base_row_id,
+        "defaultRowCommitVersion": r.default_row_commit_version,
+    }
+
+
+def checkpoint_table(
+    protocol: Protocol,
+    metadata: Metadata,
+    transactions: Iterable[SetTransaction],
+    domains: Iterable[DomainMetadata],
+    files: Iterable[AddFile],
+    tombstones: Iterable[RemoveFile],
+) -> pa.Table:
+    """The checkpoint rows (one action per row) as an Arrow table in CHECKPOINT_SCHEMA."""
+    columns: dict[str, list] = {f.name: [] for f in CHECKPOINT_SCHEMA}
+
+    def row(kind: str, value: dict) -> None:
+        for name, col in columns.items():
+            col.append(value if name == kind else None)
+
+    row(
+        "protocol",
+        {
+            "minReaderVersion": protocol.min_reader_version,
+            "minWriterVersion": protocol.min_writer_version,
+            "readerFeatures": protocol.reader_features,
+            "writerFeatures": protocol.writer_features,
+        },
+    )
+    row(
+        "metaData",
+        {
+            "id": metadata.id,
+            "name": metadata.name,
+            "description": metadata.description,
+            "format": {"provider": metadata.format_provider, "options": _map_items(metadata.format_options) or []},
+            "schemaString": metadata.schema_string,
+            "partitionColumns": list(metadata.partition_columns),
+            "createdTime": metadata.created_time,
+            "configuration": _map_items(metadata.configuration) or [],
+        },
+    )
+    for t in transactions:
+        row("txn", {"appId": t.app_id, "version": t.version, "lastUpdated": t.last_updated})
+    for d in domains:
+        if not d.removed:
+            row("domainMetadata", {"domain": d.domain, "configuration": d.configuration, "removed": False})
+    add_rows = [_add_row(a) for a in files]
+    remove_rows = [_remove_row(r) for r in tombstones]
+    n_before = len(columns["add"])
+    total = n_before + len(add_rows) + len(remove_rows)
+    for name, col in columns.items():
+        if name == "add":
+            col.extend(add_rows)
+            col.extend([None] * len(remove_rows))
+        elif name == "remove":
+            col.extend([None] * len(add_rows))
+            col.extend(remove_rows)
+        else:
+            col.extend([None] * (len(add_rows) + len(remove_rows)))
+        assert len(col) == total
+    arrays = [pa.array(columns[f.name], type=f.type) for f in CHECKPOINT_SCHEMA]
+    return pa.Table.from_arrays(arrays, schema=CHECKPOINT_SCHEMA)
+
+
+def checkpoint_bytes(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="snappy")
+    return sink.getvalue()
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _normalise(value):
+    """Arrow's Python form of a checkpoint struct -> the JSON form the action parsers expect."""
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if v is None or k.endswith("_parsed"):
+                continue
+            if k in _MAP_FIELDS and isinstance(v, list):
+                out[k] = {mk: mv for mk, mv in v}
+            else:
+                out[k] = _normalise(v)
+        return out
+    return value
+
+
+def _column_rows(tables: list[pa.Table], name: str) -> list[dict]:
+    rows: list[dict] = []
+    for table in tables:
+        if name not in table.column_names:
+            continue
+        column = table.column(name)
+        valid = column.filter(pc.is_valid(column))
+        rows.extend(_normalise(v) for v in valid.to_pylist())
+    return rows
+
+
+_ADD_KNOWN = frozenset(AddFile._KNOWN)
+
+
+class CheckpointFiles:
+    """The live files of a checkpoint, kept as Arrow and turned into AddFiles only when asked.
+
+    Conversion is column by column (no per-row dict building), and happens once per
+    checkpoint: every snapshot derived from the same checkpoint shares the result.
+    """
+
+    def __init__(self, adds: pa.StructArray | None):
+        self._adds = adds
+        self._files: list[AddFile] | None = None
+
+    def __len__(self) -> int:
+        return 0 if self._adds is None else len(self._adds)
+
+    def materialize(self) -> list[AddFile]:
+        if self._files is None:
+            self._files = self._convert()
+        return self._files
+
+    def _convert(self) -> list[AddFile]:
+        arr = self._adds
+        if arr is None or len(arr) == 0:
+            return []
+        names = [arr.type.field(i).name for i in range(arr.type.num_fields)]
+        n = len(arr)
+
+        def column(name):
+            return arr.field(name).to_pylist() if name in names else [None] * n
+
+        paths = column("path")
+        partition_values = column("partitionValues")
+        sizes = column("size")
+        mtimes = column("modificationTime")
+        data_changes = column("dataChange")
+        stats = column("stats")
+        tags = column("tags")
+        dvs = column("deletionVector")
+        base_row_ids = column("baseRowId")
+        row_commit_versions = column("defaultRowCommitVersion")
+        clustering = column("clusteringProvider")
+        extras = [
+            (name, arr.field(name).to_pylist())
+            for name in names
+            if name not in _ADD_KNOWN and not name.endswith("_parsed")
+        ]
+        from_dv = DeletionVectorDescriptor.from_dict
+        new = object.__new__
+        out = []
+        append = out.append
+        for i in range(n):
+            extra = {}
+            for name, values in extras:
+                if values[i] is not None:
+                    extra[name] = _normalise(values[i])
+            t = tags[i]
+            pv = partition_values[i]
+            dv = dvs[i]
+            dc = data_changes[i]
+            add = new(AddFile)  # skips the dataclass __init__: this loop runs once per live file
+            add.__dict__.update(
+                path=paths[i],
+                partition_values=dict(pv) if pv else {},
+                size=sizes[i] or 0,
+                modification_time=mtimes[i] or 0,
+                data_change=True if dc is None else dc,
+                stats=stats[i],
+                deletion_vector=None if dv is None else from_dv(dv),
+                tags=None if t is None else dict(t),
+                base_row_id=base_row_ids[i],
+                default_row_commit_version=row_commit_versions[i],
+                clustering_provider=clustering[i],
+                extra=extra,
+            )
+            append(add)
+        return out
+
+
+def _valid_struct(tables: list[pa.Table], name: str) -> pa.StructArray | None:
+    chunks = []
+    for table in tables:
+        if name not in table.column_names:
+            continue
+        column = table.column(name)
+        for chunk in column.chunks:
+            chunks.append(chunk.filter(chunk.is_valid()))
+    if not chunks:
+        return None
+    return pa.concat_arrays(chunks) if len(chunks) > 1 else chunks[0]
+
+
+class CheckpointReader:
+    """Reads the parts of one checkpoint; removes (tombstones) are read only when asked for."""
+
+    STATE_COLUMNS = ("protocol", "metaData", "txn", "add", "domainMetadata")
+
+    def __init__(self, paths: list[str], read_bytes):
+        self.paths = paths
+        self._read_bytes = read_bytes
+
+    def _read(self, columns: tuple[str, ...]) -> list[pa.Table]:
+        tables = []
+        for path in self.paths:
+            pf = pq.ParquetFile(pa.BufferReader(self._read_bytes(path)))
+            present = [c for c in columns if c in pf.schema_arrow.names]
+            tables.append(pf.read(columns=present))
+        return tables
+
+    def state(self) -> dict:
+        """protocol, metadata, transactions, domains and (lazy) live files of the checkpoint."""
+        tables = self._read(self.STATE_COLUMNS)
+        protocols = _column_rows(tables, "protocol")
+        metadatas = _column_rows(tables, "metaData")
+        return {
+            "protocol": Protocol.from_dict(protocols[-1]) if protocols else None,
+            "metadata": Metadata.from_dict(metadatas[-1]) if metadatas else None,
+            "txns": [SetTransaction.from_dict(d) for d in _column_rows(tables, "txn")],
+            "domains": [DomainMetadata.from_dict(d) for d in _column_rows(tables, "domainMetadata")],
+            "files": CheckpointFiles(_valid_struct(tables, "add")),
+        }
+
+    def tombstones(self) -> list[RemoveFile]:
+        return [RemoveFile.from_dict(d) for d in _column_rows(self._read(("remove",)), "remove")]
+
+
+def parse_last_checkpoint(data: bytes) -> dict | None:
+    try:
+        info = json.loads(data)
+    except ValueError:
+        return None
+    return info if isinstance(info, dict) and isinstance(info.get("version"), int) else None
+
+
+def checkpoint_part_names(version: int, parts: int | None) -> list[str]:
+    if not parts:
+        return [checkpoint_name(version)]
+    return [f"{version:020d}.checkpoint.{i:010d}.{parts:010d}.parquet" for i in range(1, parts + 1)]
+
+
+def complete_checkpoints(names: Iterable[str]) -> dict[int, list[str]]:
+    """version -> part names, for checkpoints whose parts are all present."""
+    singles: dict[int, list[str]] = {}
+    multi: dict[tuple[int, int], set[int]] = {}
+    for name in names:
+        m = CHECKPOINT_RE.match(os.path.basename(name))
+        if not m:
+            continue
+        version = int(m.group(1))
+        if m.group(2) is None:
+            singles[version] = [os.path.basename(name)]
+        else:
+            multi.setdefault((version, int(m.group(3))), set()).add(int(m.group(2)))
+    out = dict(singles)
+    for (version, total), parts in multi.items():
+        if version not in out and parts == set(range(1, total + 1)):
+            out[version] = checkpoint_part_names(version, total)
+    return out

@@ -1,0 +1,180 @@
+"""Deletion vectors in the exact byte format of PROTOCOL.md (accepted by delta-rs).
+
+A deletion vector is a RoaringBitmapArray of deleted row positions: the magic
+number 1681511377 (little-endian int32) followed by the "portable" 64-bit roaring
+serialisation, which is what ``pyroaring.BitMap64.serialize`` writes. It is stored
+inline in the log (Z85 text, storage type ``i``) or in ``deletion_vector_<uuid>.bin``
+files (storage type ``u``) framed as: version byte 1, then per DV a big-endian int32
+size, the payload and a big-endian CRC-32 of the payload.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import struct
+import uuid
+import zlib
+from typing import Iterable, Mapping
+from urllib.parse import unquote, urlparse
+
+from pyroaring import BitMap64
+
+from .actions import DeletionVectorDescriptor
+
+RBA_MAGIC = 1681511377
+FORMAT_VERSION = 1
+
+# --------------------------------------------------------------------------- Z85
+
+_Z85_CHARS = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+_Z85_INDEX = {c: i for i, c in enumerate(_Z85_CHARS)}
+
+
+def z85_encode(data: bytes) -> str:
+    """ZeroMQ Z85; the input length must be a multiple of 4."""
+    if len(data) % 4:
+        raise ValueError("Z85 input length must be a multiple of 4")
+    out = bytearray()
+    for (word,) in struct.iter_unpack(">I", data):
+        chunk = bytearray(5)
+        for i in range(4, -1, -1):
+            word, rem = divmod(word, 85)
+            chunk[i] = _Z85_CHARS[rem]
+        out += chunk
+    return out.decode("ascii")
+
+
+def z85_decode(text: str) -> bytes:
+    raw = text.encode("ascii")
+    if len(raw) % 5:
+        raise ValueError("Z85 text length must be a multiple of 5")
+    out = bytearray()
+    for i in range(0, len(raw), 5):
+        word = 0
+        for c in raw[i : i + 5]:
+            word = word * 85 + _Z85_INDEX[c]
+        out += struct.pack(">I", word)
+    return bytes(out)
+
+
+# --------------------------------------------------------------------------- bitmap payload
+
+
+def serialize_bitmap(rows: Iterable[int] | BitMap64) -> bytes:
+    """RoaringBitmapArray bytes (magic + portable 64-bit roaring) for these row positions."""
+    bitmap = rows if isinstance(rows, BitMap64) else BitMap64(rows)
+    return struct.pack("<I", RBA_MAGIC) + bitmap.serialize()
+
+
+def deserialize_bitmap(payload: bytes) -> BitMap64:
+    (magic,) = struct.unpack_from("<I", payload, 0)
+    if magic != RBA_MAGIC:
+        raise ValueError(f"not a RoaringBitmapArray deletion vector (magic {magic})")
+    return BitMap64.deserialize(payload[4:])
+
+
+# --------------------------------------------------------------------------- descriptors
+
+
+def inline_descriptor(rows: Iterable[int] | BitMap64) -> DeletionVectorDescriptor:
+    """A DV stored in the log itself: fine for a handful of positions."""
+    bitmap = rows if isinstance(rows, BitMap64) else BitMap64(rows)
+    payload = serialize_bitmap(bitmap)
+    padded = payload + b"\x00" * (-len(payload) % 4)
+    return DeletionVectorDescriptor("i", z85_encode(padded), len(payload), len(bitmap))
+
+
+def _table_root(table_path: str) -> str:
+    if table_path.startswith("file:"):
+        return unquote(urlparse(table_path).path)
+    return table_path
+
+
+def dv_file_path(table_path: str, descriptor: DeletionVectorDescriptor) -> str:
+    """The local path of a file-backed DV ('u' relative uuid or 'p' absolute path)."""
+    if descriptor.storage_type == "u":
+        encoded = descriptor.path_or_inline_dv
+        prefix, uuid_text = encoded[:-20], encoded[-20:]
+        file_uuid = uuid.UUID(bytes=z85_decode(uuid_text))
+        name = f"deletion_vector_{file_uuid}.bin"
+        return os.path.join(_table_root(table_path), prefix, name) if prefix else os.path.join(_table_root(table_path), name)
+    if descriptor.storage_type == "p":
+        return _table_root(descriptor.path_or_inline_dv)
+    raise ValueError(f"deletion vector storage type {descriptor.storage_type!r} has no file")
+
+
+def read_deletion_vector(table_path: str, descriptor: DeletionVectorDescriptor) -> BitMap64:
+    """The deleted row positions a descriptor points to; checks size, CRC and cardinality."""
+    if descriptor.is_inline:
+        payload = z85_decode(descriptor.path_or_inline_dv)[: descriptor.size_in_bytes]
+    else:
+        offset = descriptor.offset or 1
+        with open(dv_file_path(table_path, descriptor), "rb") as fh:
+            fh.seek(offset)
+            head = fh.read(4)
+            (size,) = struct.unpack(">i", head)
+            if size != descriptor.size_in_bytes:
+                raise ValueError(f"deletion vector size {size} != descriptor size {descriptor.size_in_bytes}")
+            payload = fh.read(size)
+            (crc,) = struct.unpack(">I", fh.read(4))
+        if zlib.crc32(payload) & 0xFFFFFFFF != crc:
+            raise ValueError("deletion vector checksum mismatch")
+    bitmap = deserialize_bitmap(payload)
+    if len(bitmap) != descriptor.cardinality:
+        raise ValueError(f"deletion vector cardinality {len(bitmap)} != descriptor {descriptor.cardinality}")
+    return bitmap
+
+
+def read_deleted_rows(table_path: str, descriptor: DeletionVectorDescriptor | None) -> set[int]:
+    """Deleted row positions as a plain set (empty for no DV)."""
+    return set() if descriptor is None else set(read_deletion_vector(table_path, descriptor))
+
+
+def write_deletion_vectors(
+    table_path: str,
+    rows_by_key: Mapping[object, Iterable[int] | BitMap64],
+    *,
+    prefix_length: int = 0,
+) -> dict[object, DeletionVectorDescriptor]:
+    """Write several DVs into one new ``deletion_vector_<uuid>.bin`` and return a descriptor per key.
+
+    Keys are whatever the caller uses to tell files apart (usually the data file path).
+    ``prefix_length`` random characters place the file in a sub-folder, as Delta does
+    to spread object-store keys.
+    """
+    file_uuid = uuid.uuid4()
+    prefix = "".join(random.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(prefix_length))
+    encoded = prefix + z85_encode(file_uuid.bytes)
+    directory = os.path.join(_table_root(table_path), prefix) if prefix else _table_root(table_path)
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"deletion_vector_{file_uuid}.bin")
+    body = bytearray([FORMAT_VERSION])
+    out: dict[object, DeletionVectorDescriptor] = {}
+    for key, rows in rows_by_key.items():
+        bitmap = rows if isinstance(rows, BitMap64) else BitMap64(rows)
+        payload = serialize_bitmap(bitmap)
+        offset = len(body)
+        body += struct.pack(">i", len(payload)) + payload + struct.pack(">I", zlib.crc32(payload) & 0xFFFFFFFF)
+        out[key] = DeletionVectorDescriptor("u", encoded, len(payload), len(bitmap), offset=offset)
+    with open(path, "xb") as fh:
+        fh.write(body)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return out
+
+
+def write_deletion_vector(table_path: str, rows: Iterable[int] | BitMap64, *, inline: bool = False) -> DeletionVectorDescriptor:
+    """One DV, inline in the log or in its own file."""
+    if inline:
+        return inline_descriptor(rows)
+    return write_deletion_vectors(table_path, {0: rows})[0]
+
+
+def union_deletion_vector(
+    table_path: str, existing: DeletionVectorDescriptor | None, new_rows: Iterable[int] | BitMap64, *, inline: bool = False
+) -> DeletionVectorDescriptor:
+    """A DV holding the rows of ``existing`` plus ``new_rows`` (a file's DV only ever grows)."""
+    bitmap = BitMap64() if existing is None else read_deletion_vector(table_path, existing)
+    bitmap |= new_rows if isinstance(new_rows, BitMap64) else BitMap64(new_rows)
+    return write_deletion_vector(table_path, bitmap, inline=inline)

@@ -1,0 +1,302 @@
+"""Protocol versions, table features and table properties isolde understands.
+
+A table that needs a feature isolde does not implement is refused with
+``UnsupportedFeatureError`` naming the feature, separately for reading and for
+writing, so isolde never silently misreads or corrupts a table.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Mapping
+
+from isolde.errors import InvalidPropertyError, UnsupportedFeatureError
+
+from .actions import Metadata, Protocol
+
+#: Every table feature isolde implements (reader side and writer side).
+SUPPORTED_FEATURES: frozenset[str] = frozenset(
+    {
+        "deletionVectors",
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "generatedColumns",
+        "identityColumns",
+        "domainMetadata",
+        "columnMapping",
+        "timestampNtz",
+        "rowTracking",
+        "clustering",
+        "icebergCompatV2",
+    }
+)
+
+MAX_READER_VERSION = 3
+MAX_WRITER_VERSION = 7
+
+# Features implied by legacy writer versions (before table features, writer < 7).
+_LEGACY_WRITER_FEATURES = {
+    2: ("appendOnly", "invariants"),
+    3: ("checkConstraints",),
+    4: ("changeDataFeed", "generatedColumns"),
+    5: ("columnMapping",),
+    6: ("identityColumns",),
+}
+
+ISOLATION_LEVELS = ("Serializable", "WriteSerializable")
+DEFAULT_ISOLATION_LEVEL = "WriteSerializable"
+DEFAULT_CHECKPOINT_INTERVAL = 10
+
+
+def _feature_active(feature: str, metadata: Metadata | None) -> bool:
+    """Whether a legacy-version feature is actually in use (legacy versions imply, not enable)."""
+    conf = metadata.configuration if metadata is not None else {}
+    if feature == "changeDataFeed":
+        return conf.get("delta.enableChangeDataFeed", "false").lower() == "true"
+    if feature == "columnMapping":
+        return conf.get("delta.columnMapping.mode", "none").lower() != "none"
+    return True
+
+
+def reader_features(protocol: Protocol, metadata: Metadata | None = None) -> set[str]:
+    if protocol.min_reader_version >= 3:
+        return set(protocol.reader_features or ())
+    if protocol.min_reader_version == 2:
+        return {"columnMapping"} if _feature_active("columnMapping", metadata) else set()
+    return set()
+
+
+def writer_features(protocol: Protocol, metadata: Metadata | None = None) -> set[str]:
+    if protocol.min_writer_version >= 7:
+        return set(protocol.writer_features or ())
+    out: set[str] = set()
+    for version, features in _LEGACY_WRITER_FEATURES.items():
+        if protocol.min_writer_version >= version:
+            out.update(f for f in features if _feature_active(f, metadata))
+    return out
+
+
+def assert_readable(protocol: Protocol, metadata: Metadata | None = None, table: str | None = None) -> None:
+    """Refuse to read a table whose protocol needs something isolde cannot honour."""
+    where = f" of table {table}" if table else ""
+    if protocol.min_reader_version > MAX_READER_VERSION:
+        raise UnsupportedFeatureError(
+            f"The table{where} needs Delta reader version {protocol.min_reader_version}; isolde reads up to {MAX_READER_VERSION}."
+        )
+    missing = sorted(reader_features(protocol, metadata) - SUPPORTED_FEATURES)
+    if missing:
+        raise UnsupportedFeatureError(
+            f"The table{where} needs the reader feature(s) {', '.join(missing)}, which isolde does not support."
+        )
+    if metadata is not None and metadata.configuration.get("delta.columnMapping.mode", "none").lower() == "id":
+        raise UnsupportedFeatureError(
+            f"The table{where} uses columnMapping in 'id' mode; isolde reads only 'name' mode."
+        )
+
+
+def assert_writable(protocol: Protocol, metadata: Metadata | None = None, table: str | None = None) -> None:
+    """Refuse to write a table whose protocol needs a writer feature isolde does not implement."""
+    where = f" to table {table}" if table else ""
+    if protocol.min_writer_version > MAX_WRITER_VERSION:
+        raise UnsupportedFeatureError(
+            f"Writing{where} needs Delta writer version {protocol.min_writer_version}; isolde writes up to {MAX_WRITER_VERSION}.",
+            error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE",
+        )
+    missing = sorted(writer_features(protocol, metadata) - SUPPORTED_FEATURES)
+    if missing:
+        raise UnsupportedFeatureError(
+            f"Writing{where} needs the writer feature(s) {', '.join(missing)}, which isolde does not support.",
+            error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE",
+        )
+
+
+def required_protocol(metadata: Metadata, base: Protocol | None = None) -> Protocol:
+    """The smallest protocol for ``metadata``: ``base`` (or 1/2) unless a property needs table features.
+
+    Versions and features never go down: everything ``base`` has is kept.
+    """
+    conf = {k.lower(): v.lower() for k, v in metadata.configuration.items()}
+    reader: set[str] = set()
+    writer: set[str] = set()
+    if conf.get("delta.enabledeletionvectors") == "true":
+        reader.add("deletionVectors")
+    if conf.get("delta.enablerowtracking") == "true":
+        writer.update({"rowTracking", "domainMetadata"})
+    if conf.get("delta.columnmapping.mode", "none") != "none":
+        reader.add("columnMapping")
+    if conf.get("delta.enableicebergcompatv2") == "true":
+        writer.add("icebergCompatV2")
+    for key, value in conf.items():
+        if key.startswith("delta.feature."):
+            name = next((f for f in SUPPORTED_FEATURES if f.lower() == key[len("delta.feature."):]), None)
+            if name is not None:
+                writer.add(name)
+                if name in ("deletionVectors", "columnMapping", "timestampNtz"):
+                    reader.add(name)
+    base = base or Protocol(1, 2)
+    have_reader = reader_features(base, metadata)
+    have_writer = writer_features(base, metadata)
+    if reader <= have_reader and (writer | reader) <= have_writer:
+        return base
+    reader |= have_reader if base.min_reader_version >= 3 else (have_reader & reader)
+    writer |= have_writer | reader
+    if conf.get("delta.appendonly") == "true":
+        writer.add("appendOnly")
+    if reader:
+        return Protocol(3, 7, sorted(reader), sorted(writer))
+    return Protocol(max(1, base.min_reader_version), 7, None, sorted(writer))
+
+
+# --------------------------------------------------------------------------- table properties
+
+_INTERVAL = re.compile(
+    r"^\s*interval\s+(\d+)\s+(second|seconds|minute|minutes|hour|hours|day|days|week|weeks)\s*$", re.IGNORECASE
+)
+_UNIT_MS = {"second": 1000, "minute": 60_000, "hour": 3_600_000, "day": 86_400_000, "week": 604_800_000}
+
+_BOOLEAN_PROPERTIES = (
+    "delta.appendOnly",
+    "delta.enableDeletionVectors",
+    "delta.enableChangeDataFeed",
+    "delta.enableRowTracking",
+    "delta.enableIcebergCompatV2",
+    "delta.checkpoint.writeStatsAsJson",
+    "delta.checkpoint.writeStatsAsStruct",
+)
+_INTERVAL_PROPERTIES = (
+    "delta.logRetentionDuration",
+    "delta.deletedFileRetentionDuration",
+    "delta.checkpointRetentionDuration",
+)
+_POSITIVE_INT_PROPERTIES = ("delta.checkpointInterval", "delta.targetFileSize", "delta.dataSkippingNumIndexedCols")
+_PASS_THROUGH_PREFIXES = (
+    "delta.constraints.", "delta.rowtracking.", "delta.identity.", "delta.checkpoint.",
+    "delta.universalformat.", "delta.columnmapping.", "delta.clustering",
+)
+# Other Delta properties isolde accepts and stores without interpreting them.
+_PASS_THROUGH_PROPERTIES = (
+    "delta.enableTypeWidening",
+    "delta.enableInCommitTimestamps",
+    "delta.enableExpiredLogCleanup",
+    "delta.setTransactionRetentionDuration",
+    "delta.autoOptimize.autoCompact",
+    "delta.autoOptimize.optimizeWrite",
+    "delta.compatibility.symlinkFormatManifest.enabled",
+    "delta.parquet.compression.codec",
+    "delta.timeUntilArchived",
+    "delta.checkpointPolicy",
+    "delta.enableIcebergCompatV1",
+    "delta.icebergCompatV2.enabled",
+)
+
+
+def parse_interval_ms(text: str) -> int:
+    """'interval 7 days' -> milliseconds; InvalidPropertyError for anything else."""
+    m = _INTERVAL.match(text or "")
+    if not m:
+        raise InvalidPropertyError(f"{text!r} is not an interval like 'interval 7 days'.")
+    unit = m.group(2).lower().rstrip("s")
+    return int(m.group(1)) * _UNIT_MS[unit]
+
+
+def validate_table_properties(conf: Mapping[str, str]) -> dict[str, str]:
+    """Check the ``delta.*`` properties isolde interprets; returns them with canonical values.
+
+    Keys are matched case-insensitively (as Delta does) and returned with Delta's spelling.
+    Unknown ``delta.`` keys are refused, so a typo never silently does nothing.
+    """
+    known = {k.lower(): k for k in (*_BOOLEAN_PROPERTIES, *_INTERVAL_PROPERTIES, *_POSITIVE_INT_PROPERTIES)}
+    known.update(
+        {
+            "delta.isolationlevel": "delta.isolationLevel",
+            "delta.columnmapping.mode": "delta.columnMapping.mode",
+            "delta.columnmapping.maxcolumnid": "delta.columnMapping.maxColumnId",
+            "delta.minreaderversion": "delta.minReaderVersion",
+            "delta.minwriterversion": "delta.minWriterVersion",
+            "delta.universalformat.enabledformats": "delta.universalFormat.enabledFormats",
+            "delta.tuneFileSizesForRewrites".lower(): "delta.tuneFileSizesForRewrites",
+            "delta.randomizefileprefixes": "delta.randomizeFilePrefixes",
+            "delta.datasKippingstatscolumns".lower(): "delta.dataSkippingStatsColumns",
+        }
+    )
+    known.update({k.lower(): k for k in _PASS_THROUGH_PROPERTIES})
+    out: dict[str, str] = {}
+    for raw_key, raw_value in conf.items():
+        key = str(raw_key)
+        value = str(raw_value)
+        lower = key.lower()
+        if lower.startswith("delta.feature."):
+            if value.lower() not in ("supported", "enabled"):
+                raise InvalidPropertyError(f"{key} must be 'supported', not {value!r}.")
+            feature = key[len("delta.feature."):]
+            if feature not in SUPPORTED_FEATURES:
+                raise InvalidPropertyError(f"isolde does not support the table feature {feature!r}.")
+            out[key] = "supported"
+            continue
+        if not lower.startswith("delta."):
+            out[key] = value
+            continue
+        canonical = known.get(lower)
+        if canonical is None:
+            if lower.startswith(_PASS_THROUGH_PREFIXES):
+                out[key] = value
+                continue
+            raise InvalidPropertyError(f"Unknown Delta table property {key!r}.")
+        if canonical == "delta.isolationLevel":
+            match = {lvl.lower(): lvl for lvl in ISOLATION_LEVELS}.get(value.strip().lower())
+            if match is None:
+                raise InvalidPropertyError(
+                    f"delta.isolationLevel must be one of {', '.join(ISOLATION_LEVELS)}, not {value!r}."
+                )
+            value = match
+        elif canonical in _BOOLEAN_PROPERTIES:
+            if value.strip().lower() not in ("true", "false"):
+                raise InvalidPropertyError(f"{canonical} must be true or false, not {value!r}.")
+            value = value.strip().lower()
+        elif canonical in _INTERVAL_PROPERTIES:
+            parse_interval_ms(value)
+        elif canonical in _POSITIVE_INT_PROPERTIES:
+            try:
+                number = int(value)
+            except ValueError:
+                number = 0
+            if number <= 0 and not (canonical == "delta.dataSkippingNumIndexedCols" and value.strip() == "-1"):
+                raise InvalidPropertyError(f"{canonical} must be a positive integer, not {value!r}.")
+        elif canonical == "delta.columnMapping.mode":
+            if value.lower() not in ("none", "name", "id"):
+                raise InvalidPropertyError(f"delta.columnMapping.mode must be none, name or id, not {value!r}.")
+            value = value.lower()
+        out[canonical] = value
+    return out
+
+
+def isolation_level(metadata: Metadata | None) -> str:
+    """The table's write isolation level (``delta.isolationLevel``, default WriteSerializable)."""
+    if metadata is None:
+        return DEFAULT_ISOLATION_LEVEL
+    value = metadata.configuration.get("delta.isolationLevel", DEFAULT_ISOLATION_LEVEL)
+    match = {lvl.lower(): lvl for lvl in ISOLATION_LEVELS}.get(value.strip().lower())
+    if match is None:
+        raise InvalidPropertyError(
+            f"delta.isolationLevel must be one of {', '.join(ISOLATION_LEVELS)}, not {value!r}."
+        )
+    return match
+
+
+def checkpoint_interval(metadata: Metadata | None) -> int:
+    if metadata is None:
+        return DEFAULT_CHECKPOINT_INTERVAL
+    try:
+        value = int(metadata.configuration.get("delta.checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL))
+    except ValueError:
+        return DEFAULT_CHECKPOINT_INTERVAL
+    return value if value > 0 else DEFAULT_CHECKPOINT_INTERVAL
+
+
+def retention_ms(metadata: Metadata | None, key: str, default: str) -> int:
+    text = metadata.configuration.get(key, default) if metadata is not None else default
+    try:
+        return parse_interval_ms(text)
+    except InvalidPropertyError:
+        return parse_interval_ms(default)

@@ -1,0 +1,126 @@
+"""Per-file statistics for the log, from the Parquet footer only (no data pages read).
+
+Delta's ``stats`` JSON: numRecords, and per column minValues / maxValues / nullCount.
+They drive data skipping and conflict pruning, so every value written here must be
+a true bound: strings are cut to 32 characters (the max then gets a tie-breaker so it
+stays an upper bound), timestamps are written with millisecond precision (the max is
+rounded up), and a column whose bounds cannot be trusted is simply left out.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import math
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+STRING_PREFIX_LENGTH = 32
+_TIE_BREAKER = "\U0010ffff"
+
+
+def _format_timestamp(value: dt.datetime, utc: bool, round_up: bool) -> str:
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    if round_up and value.microsecond % 1000:
+        value = value + dt.timedelta(microseconds=1000 - value.microsecond % 1000)
+    text = value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}"
+    return text + ("Z" if utc else "")
+
+
+def _json_bound(arrow_type: pa.DataType, value, is_max: bool):
+    """A statistics value in Delta's JSON form, or None when it cannot be a safe bound."""
+    if value is None:
+        return None
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", errors="replace")
+        if len(value) > STRING_PREFIX_LENGTH:
+            value = value[:STRING_PREFIX_LENGTH] + (_TIE_BREAKER if is_max else "")
+        return value
+    if pa.types.is_boolean(arrow_type):
+        return bool(value)
+    if pa.types.is_integer(arrow_type):
+        return int(value)
+    if pa.types.is_floating(arrow_type):
+        value = float(value)
+        return None if math.isnan(value) else value
+    if pa.types.is_decimal(arrow_type):
+        if not isinstance(value, decimal.Decimal):
+            return None
+        as_float = float(value)
+        return as_float if decimal.Decimal(repr(as_float)) == value else None
+    if pa.types.is_date(arrow_type):
+        if isinstance(value, dt.datetime):
+            value = value.date()
+        return value.isoformat() if isinstance(value, dt.date) else None
+    if pa.types.is_timestamp(arrow_type):
+        if isinstance(value, int):
+            unit = {"s": 1_000_000, "ms": 1000, "us": 1, "ns": 0.001}[arrow_type.unit]
+            value = dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=value * unit)
+        if not isinstance(value, dt.datetime):
+            return None
+        return _format_timestamp(value, utc=arrow_type.tz is not None, round_up=is_max)
+    return None  # binary, nested, time, interval: no min/max in Delta
+
+
+def _leaf_index_by_name(metadata: pq.FileMetaData) -> dict[str, int]:
+    schema = metadata.schema
+    return {schema.column(i).path: i for i in range(metadata.num_columns)}
+
+
+def stats_from_metadata(metadata: pq.FileMetaData) -> dict:
+    """Delta stats for a Parquet footer (top-level columns only; floats get a min but no max)."""
+    arrow_schema = metadata.schema.to_arrow_schema()
+    leaves = _leaf_index_by_name(metadata)
+    num_rows = metadata.num_rows
+    min_values: dict = {}
+    max_values: dict = {}
+    null_count: dict = {}
+    for arrow_field in arrow_schema:
+        name = arrow_field.name
+        index = leaves.get(name)
+        if index is None:  # nested column: several leaves; its bounds are not meaningful
+            continue
+        lo = hi = None
+        nulls = 0
+        bounds_ok = True
+        nulls_ok = True
+        for rg in range(metadata.num_row_groups):
+            column = metadata.row_group(rg).column(index)
+            st = column.statistics
+            if st is None:
+                bounds_ok = nulls_ok = False
+                break
+            if st.has_null_count:
+                nulls += st.null_count
+            else:
+                nulls_ok = False
+            rg_rows = metadata.row_group(rg).num_rows
+            if st.has_min_max:
+                rg_lo = _json_bound(arrow_field.type, st.min, is_max=False)
+                rg_hi = _json_bound(arrow_field.type, st.max, is_max=True)
+                if rg_lo is None or rg_hi is None:
+                    bounds_ok = False
+                    continue
+                lo = rg_lo if lo is None or rg_lo < lo else lo
+                hi = rg_hi if hi is None or rg_hi > hi else hi
+            elif not (st.has_null_count and st.null_count == rg_rows):
+                bounds_ok = False  # a row group with values but no bounds
+        if nulls_ok:
+            null_count[name] = nulls
+        if bounds_ok and lo is not None:
+            min_values[name] = lo
+            if not pa.types.is_floating(arrow_field.type):
+                # Parquet bounds skip NaN, which Spark orders above every number: no safe max
+                max_values[name] = hi
+    return {"numRecords": num_rows, "minValues": min_values, "maxValues": max_values, "nullCount": null_count}
+
+
+def file_stats(local_path: str) -> tuple[int, str]:
+    """(numRecords, stats JSON) of a Parquet file, reading only its footer."""
+    metadata = pq.read_metadata(local_path)
+    stats = stats_from_metadata(metadata)
+    return stats["numRecords"], json.dumps(stats, separators=(",", ":"), ensure_ascii=False)

@@ -1,0 +1,384 @@
+"""Schemas: Delta schema JSON <-> Spark StructType, DDL type strings -> Spark DataType (no JVM
+needed), ColumnDef -> StructField with Delta's column metadata, and the lowest protocol a
+table's schema + properties need.
+
+Column metadata keys (as Delta writes them):
+  identity:  ``delta.identity.start`` / ``.step`` (long), ``.allowExplicitInsert`` (bool),
+             ``.highWaterMark`` (long, set by the first write)
+  generated: ``delta.generationExpression`` (SQL text)
+  default:   ``CURRENT_DEFAULT`` (SQL text; needs the ``allowColumnDefaults`` writer feature)
+  comment:   ``comment``
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Iterable, Optional
+
+from pyspark.sql import types as T
+
+from isolde.errors import AnalysisError, InvalidPropertyError
+from isolde.grammar import ast
+
+IDENTITY_START = "delta.identity.start"
+IDENTITY_STEP = "delta.identity.step"
+IDENTITY_HWM = "delta.identity.highWaterMark"
+IDENTITY_ALLOW_EXPLICIT = "delta.identity.allowExplicitInsert"
+GENERATION_EXPRESSION = "delta.generationExpression"
+CURRENT_DEFAULT = "CURRENT_DEFAULT"
+CONSTRAINT_PREFIX = "delta.constraints."
+
+# --------------------------------------------------------------------------- Delta JSON <-> Spark
+
+
+def struct_from_delta(schema_string: str | dict) -> T.StructType:
+    data = json.loads(schema_string) if isinstance(schema_string, str) else schema_string
+    return T.StructType.fromJson(data)
+
+
+def struct_to_delta(struct: T.StructType) -> str:
+    return json.dumps(struct.jsonValue(), separators=(",", ":"))
+
+
+def metadata_schema(metadata) -> T.StructType:
+    """The Spark StructType of a log Metadata action (``schema_string`` attribute)."""
+    text = getattr(metadata, "schema_string", None)
+    if text is None:
+        text = getattr(metadata, "schemaString")
+    return struct_from_delta(text)
+
+
+def partition_columns(metadata) -> list[str]:
+    cols = getattr(metadata, "partition_columns", None)
+    if cols is None:
+        cols = getattr(metadata, "partitionColumns", ())
+    return list(cols or ())
+
+
+def configuration(metadata) -> dict:
+    return dict(getattr(metadata, "configuration", None) or {})
+
+
+def data_schema(metadata) -> T.StructType:
+    """Columns stored in the data files (the table schema minus partition columns)."""
+    parts = {c.lower() for c in partition_columns(metadata)}
+    return T.StructType([f for f in metadata_schema(metadata).fields if f.name.lower() not in parts])
+
+
+def field_named(struct: T.StructType, name: str) -> Optional[T.StructField]:
+    for f in struct.fields:
+        if f.name.lower() == name.lower():
+            return f
+    return None
+
+
+# --------------------------------------------------------------------------- DDL type strings
+
+_SIMPLE = {
+    "string": T.StringType, "text": T.StringType,
+    "int": T.IntegerType, "integer": T.IntegerType,
+    "bigint": T.LongType, "long": T.LongType,
+    "smallint": T.ShortType, "short": T.ShortType,
+    "tinyint": T.ByteType, "byte": T.ByteType,
+    "float": T.FloatType, "real": T.FloatType,
+    "double": T.DoubleType,
+    "boolean": T.BooleanType, "bool": T.BooleanType,
+    "binary": T.BinaryType,
+    "date": T.DateType,
+    "timestamp": T.TimestampType, "timestamp_ltz": T.TimestampType,
+    "timestamp_ntz": T.TimestampNTZType,
+    "void": T.NullType,
+}
+
+_TOKEN = re.compile(r"\s*(?:(`(?:[^`]|``)*`)|([A-Za-z_][A-Za-z0-9_]*)|(\d+)|([<>(),:])|(\S))")
+
+
+class _TypeParser:
+    def __init__(self, text: str):
+        self.text = text
+        self.tokens = []
+        for m in _TOKEN.finditer(text):
+            if m.group(5):
+                raise self.error(f"unexpected character {m.group(5)!r}")
+            tok = next(g for g in m.groups()[:4] if g is not None)
+            self.tokens.append(tok)
+        self.i = 0
+
+    def error(self, why: str) -> AnalysisError:
+        return AnalysisError(f"Cannot parse data type `{self.text}`: {why}.", error_class="UNSUPPORTED_DATATYPE",
+                             sqlstate="0A000")
+
+    def peek(self) -> Optional[str]:
+        return self.tokens[self.i] if self.i < len(self.tokens) else None
+
+    def take(self, expected: Optional[str] = None) -> str:
+        tok = self.peek()
+        if tok is None:
+            raise self.error("unexpected end")
+        if expected is not None and tok.lower() != expected:
+            raise self.error(f"expected {expected!r}, found {tok!r}")
+        self.i += 1
+        return tok
+
+    def parse(self) -> T.DataType:
+        dt = self.data_type()
+        if self.peek() is not None:
+            raise self.error(f"unexpected {self.peek()!r}")
+        return dt
+
+    def ints(self) -> list[int]:
+        self.take("(")
+        out = [int(self.take())]
+        while self.peek() == ",":
+            self.take(",")
+            out.append(int(self.take()))
+        self.take(")")
+        return out
+
+    def data_type(self) -> T.DataType:
+        word = self.take()
+        low = word.lower()
+        if low in ("decimal", "dec", "numeric"):
+            if self.peek() == "(":
+                try:
+                    args = self.ints()
+                except ValueError:
+                    raise self.error("decimal precision and scale must be integers")
+                precision, scale = (args + [0])[:2]
+                if not (1 <= precision <= 38) or not (0 <= scale <= precision):
+                    raise self.error("decimal precision must be 1..38 and scale 0..precision")
+                return T.DecimalType(precision, scale)
+            return T.DecimalType(10, 0)
+        if low in ("varchar", "char", "character"):
+            if self.peek() == "(":
+                self.ints()
+            return T.StringType()
+        if low == "timestamp" and self.peek() and self.peek().lower() in ("with", "without"):
+            raise self.error("use TIMESTAMP or TIMESTAMP_NTZ")
+        if low in _SIMPLE:
+            return _SIMPLE[low]()
+        if low == "array":
+            self.take("<")
+            element = self.data_type()
+            self.take(">")
+            return T.ArrayType(element, True)
+        if low == "map":
+            self.take("<")
+            key = self.data_type()
+            self.take(",")
+            value = self.data_type()
+            self.take(">")
+            return T.MapType(key, value, True)
+        if low == "struct":
+            self.take("<")
+            fields = []
+            while self.peek() != ">":
+                name = self.take()
+                if name.startswith("`"):
+                    name = name[1:-1].replace("``", "`")
+                if self.peek() == ":":
+                    self.take(":")
+                ftype = self.data_type()
+                nullable = True
+                if self.peek() and self.peek().lower() == "not":
+                    self.take()
+                    self.take("null")
+                    nullable = False
+                fields.append(T.StructField(name, ftype, nullable))
+                if self.peek() == ",":
+                    self.take(",")
+            self.take(">")
+            return T.StructType(fields)
+        raise self.error(f"unknown type {word!r}")
+
+
+def parse_data_type(text: str) -> T.DataType:
+    """A SQL DDL type (``INT``, ``DECIMAL(10,2)``, ``ARRAY<STRUCT<a: INT>>``, ...) as a Spark DataType."""
+    return _TypeParser(text.strip()).parse()
+
+
+def type_sql(dt: T.DataType) -> str:
+    """Spark's SQL spelling of a type (``INT``, ``BIGINT``, ``DECIMAL(10,2)``, ``ARRAY<STRING>``...)."""
+    return dt.simpleString().upper()
+
+
+# --------------------------------------------------------------------------- column definitions
+
+
+def column_to_field(col: ast.ColumnDef) -> T.StructField:
+    dt = parse_data_type(col.data_type)
+    meta: dict = {}
+    nullable = col.nullable
+    if col.comment:
+        meta["comment"] = col.comment
+    if col.identity is not None:
+        if not isinstance(dt, T.LongType):
+            if isinstance(dt, (T.IntegerType, T.ShortType, T.ByteType)):
+                raise AnalysisError(f"Identity column `{col.name}` must be BIGINT, not {col.data_type.upper()}.",
+                                    error_class="DELTA_IDENTITY_COLUMNS_UNSUPPORTED_DATA_TYPE", sqlstate="428H2")
+            raise AnalysisError(f"Identity column `{col.name}` must be BIGINT, not {col.data_type.upper()}.",
+                                error_class="DELTA_IDENTITY_COLUMNS_UNSUPPORTED_DATA_TYPE", sqlstate="428H2")
+        if col.identity.increment == 0:
+            raise AnalysisError(f"Identity column `{col.name}`: INCREMENT BY cannot be 0.",
+                                error_class="DELTA_IDENTITY_COLUMNS_ILLEGAL_STEP", sqlstate="42611")
+        if col.generated_as is not None or col.default is not None:
+            raise AnalysisError(f"Column `{col.name}` cannot be both an identity column and generated/defaulted.",
+                                error_class="DELTA_IDENTITY_COLUMNS_WITH_GENERATED_EXPRESSION", sqlstate="42613")
+        meta[IDENTITY_START] = int(col.identity.start)
+        meta[IDENTITY_STEP] = int(col.identity.increment)
+        meta[IDENTITY_ALLOW_EXPLICIT] = not col.identity.always
+    if col.generated_as is not None:
+        meta[GENERATION_EXPRESSION] = col.generated_as.sql
+    if col.default is not None:
+        meta[CURRENT_DEFAULT] = col.default.sql
+    return T.StructField(col.name, dt, nullable, meta)
+
+
+def columns_to_struct(columns: Iterable[ast.ColumnDef]) -> T.StructType:
+    fields = [column_to_field(c) for c in columns]
+    seen = {}
+    for f in fields:
+        key = f.name.lower()
+        if key in seen:
+            raise AnalysisError(f"Found duplicate column `{f.name}` in the table definition.",
+                                error_class="COLUMN_ALREADY_EXISTS", sqlstate="42711")
+        seen[key] = f
+    return T.StructType(fields)
+
+
+def is_identity(f: T.StructField) -> bool:
+    return IDENTITY_START in (f.metadata or {})
+
+
+def is_generated(f: T.StructField) -> bool:
+    return GENERATION_EXPRESSION in (f.metadata or {})
+
+
+def default_expression(f: T.StructField) -> Optional[str]:
+    return (f.metadata or {}).get(CURRENT_DEFAULT)
+
+
+def _walk_fields(struct: T.StructType):
+    for f in struct.fields:
+        yield f
+        dt = f.dataType
+        while isinstance(dt, (T.ArrayType, T.MapType)):
+            dt = dt.elementType if isinstance(dt, T.ArrayType) else dt.valueType
+        if isinstance(dt, T.StructType):
+            yield from _walk_fields(dt)
+
+
+def _uses_type(struct: T.StructType, cls) -> bool:
+    def has(dt):
+        if isinstance(dt, cls):
+            return True
+        if isinstance(dt, T.StructType):
+            return any(has(f.dataType) for f in dt.fields)
+        if isinstance(dt, T.ArrayType):
+            return has(dt.elementType)
+        if isinstance(dt, T.MapType):
+            return has(dt.keyType) or has(dt.valueType)
+        return False
+
+    return has(struct)
+
+
+# --------------------------------------------------------------------------- protocol
+
+# legacy writer features and the writer version that implies them
+LEGACY_WRITER = {"appendOnly": 2, "invariants": 2, "checkConstraints": 3, "changeDataFeed": 4,
+                 "generatedColumns": 4, "columnMapping": 5, "identityColumns": 6}
+READER_WRITER_FEATURES = {"deletionVectors", "timestampNtz", "columnMapping", "v2Checkpoint", "typeWidening",
+                          "typeWidening-preview", "vacuumProtocolCheck", "variantType"}
+WRITER_ONLY_FEATURES = {"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns",
+                        "identityColumns", "domainMetadata", "clustering", "rowTracking", "allowColumnDefaults",
+                        "inCommitTimestamp", "icebergCompatV1", "icebergCompatV2"}
+KNOWN_FEATURES = READER_WRITER_FEATURES | WRITER_ONLY_FEATURES
+
+
+def _truthy(value) -> bool:
+    return str(value).strip().lower() == "true"
+
+
+def _log_supports(feature: str) -> bool:
+    try:
+        from isolde.executor.log.features import SUPPORTED_FEATURES
+    except ImportError:  # pragma: no cover
+        return True
+    return feature in SUPPORTED_FEATURES
+
+
+def features_for(struct: T.StructType, config: dict, clustering: bool = False) -> set[str]:
+    """The table features a schema + configuration use."""
+    feats: set[str] = set()
+    if _truthy(config.get("delta.appendOnly", "false")):
+        feats.add("appendOnly")
+    if any(k.startswith(CONSTRAINT_PREFIX) for k in config):
+        feats.add("checkConstraints")
+    if _truthy(config.get("delta.enableChangeDataFeed", "false")):
+        feats.add("changeDataFeed")
+    if _truthy(config.get("delta.enableDeletionVectors", "false")):
+        feats.add("deletionVectors")
+    if _truthy(config.get("delta.enableRowTracking", "false")):
+        feats.update({"rowTracking", "domainMetadata"})
+    if str(config.get("delta.columnMapping.mode", "none")).lower() != "none":
+        feats.add("columnMapping")
+    if _truthy(config.get("delta.enableInCommitTimestamps", "false")):
+        feats.add("inCommitTimestamp")
+    if str(config.get("delta.universalFormat.enabledFormats", "")).strip():
+        feats.add("icebergCompatV2")
+    if _truthy(config.get("delta.enableIcebergCompatV2", "false")):
+        feats.add("icebergCompatV2")
+    fields = list(_walk_fields(struct))
+    if any(is_identity(f) for f in fields):
+        feats.add("identityColumns")
+    if any(is_generated(f) for f in fields):
+        feats.add("generatedColumns")
+    if any(default_expression(f) is not None for f in fields):
+        if not _log_supports("allowColumnDefaults"):
+            raise AnalysisError("Column DEFAULT values need the `allowColumnDefaults` table feature, which this "
+                                "build's log layer does not support yet.", error_class="UNSUPPORTED_FEATURE",
+                                sqlstate="0A000")
+        feats.add("allowColumnDefaults")
+    if any("delta.invariants" in (f.metadata or {}) for f in fields):
+        feats.add("invariants")
+    if _uses_type(struct, T.TimestampNTZType):
+        feats.add("timestampNtz")
+    if clustering:
+        feats.update({"clustering", "domainMetadata"})
+    for key, value in config.items():
+        if key.startswith("delta.feature."):
+            feats.add(key[len("delta.feature."):])
+    return feats
+
+
+def protocol_for(struct: T.StructType, config: dict, clustering: bool = False, min_reader: int = 1,
+                 min_writer: int = 2) -> tuple[int, int, Optional[list[str]], Optional[list[str]]]:
+    """The lowest protocol (reader, writer, readerFeatures, writerFeatures) the table needs.
+
+    Legacy versions when every feature is legacy (1/2 plain, 1/3 CHECK, 1/4 generated or CDF,
+    1/6 identity); table features otherwise (1/7, or 3/7 when a reader feature is used), with
+    every feature in use listed (legacy ones included, as the protocol requires at writer 7).
+    """
+    feats = features_for(struct, config, clustering)
+    unknown = feats - KNOWN_FEATURES
+    if unknown:
+        raise InvalidPropertyError(f"Unknown table feature(s): {', '.join(sorted(unknown))}.",
+                                   error_class="DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT")
+    needs_features = any(f not in LEGACY_WRITER for f in feats) or min_writer >= 7 or min_reader >= 3
+    if feats & {"columnMapping"} and feats <= set(LEGACY_WRITER) and min_writer < 7:
+        needs_features = False
+    if not needs_features:
+        writer = max([min_writer, 2] + [LEGACY_WRITER[f] for f in feats])
+        reader = max(min_reader, 2 if "columnMapping" in feats else 1)
+        return reader, writer, None, None
+    reader_feats = sorted(f for f in feats if f in READER_WRITER_FEATURES)
+    writer_feats = sorted(feats)
+    if reader_feats or min_reader >= 3:
+        return 3, 7, reader_feats, writer_feats
+    return max(min_reader, 1), 7, None, writer_feats
+
+
+def needs_metadata_update(struct: T.StructType) -> bool:
+    return any(is_identity(f) for f in struct.fields)

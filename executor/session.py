@@ -1,0 +1,399 @@
+"""The Session: the facade behind ``isolde.connect``.
+
+    connect(warehouse="./warehouse", spark=None, master=None, conf=None, start=False) -> Session
+
+    s.sql(query) -> pyspark DataFrame            (queries only; every table bound to one snapshot)
+    s.execute(stmt) -> CommitResult | QueryResult (text with several statements: runs all,
+                                                  returns the last result)
+    s.prepare(stmt) -> PreparedWrite             (writes only: data work done, not committed)
+    s.run_script(path_or_text) -> list[results]  (stops at the first error, re-raised with
+                                                  ``statement_line`` and a "line N: " prefix)
+    s.explain(stmt) -> str
+    s.tables(database=None) -> list[str];  s.columns(table) -> list[(name, type)]
+    s.current_database; s.conf (SET/RESET store); s.start(); s.ready; s.wait_ready(timeout=None)
+    s.cancel(); s.close(); s.last_metrics (files total / read of the last query)
+
+Spark exceptions never reach the user raw: they are translated to isolde errors
+(AnalysisError family for analysis problems, ExecutionError otherwise).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import threading
+import time
+import uuid
+from typing import Optional, Union
+
+from isolde import errors as E
+from isolde.executor.catalog import DEFAULT_DATABASE, Catalog, check_name
+from isolde.executor.context import ConfStore, ExecutionContext
+from isolde.executor.results import CommitResult, PreparedWrite, QueryResult
+from isolde.grammar import ast
+
+VIEW_PREFIX = "__isolde_"
+
+
+def connect(warehouse: str = "./warehouse", spark=None, master: Optional[str] = None, conf: Optional[dict] = None,
+            start: bool = False) -> "Session":
+    return Session(warehouse=warehouse, spark=spark, master=master, conf=conf, start=start)
+
+
+def parse_statements(text: str) -> list:
+    from isolde.grammar.parser import parse
+
+    return list(parse(text))
+
+
+class Session:
+    def __init__(self, warehouse: str = "./warehouse", spark=None, master: Optional[str] = None,
+                 conf: Optional[dict] = None, start: bool = False):
+        self.catalog = Catalog(warehouse)
+        self.warehouse = self.catalog.warehouse
+        self._master = master or os.environ.get("ISOLDE_SPARK_MASTER")
+        self._spark_conf = {k: v for k, v in (conf or {}).items() if k.startswith("spark.")
+                            and not k.startswith("spark.databricks.")}
+        self._spark = spark
+        self._start_error: Optional[BaseException] = None
+        self._started = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._lock = threading.Lock()
+        self._current_database = DEFAULT_DATABASE
+        self._job_groups: collections.deque = collections.deque(maxlen=64)  # recent groups (lazy collects)
+        self._closed = False
+        self.conf = ConfStore(self, conf)
+        self.last_metrics: dict = {}
+        if spark is not None:
+            self._started.set()
+        elif start:
+            self.start()
+
+    # ------------------------------------------------------------------ Spark lifecycle
+
+    def start(self) -> "Session":
+        """Start Spark in a background thread (returns at once)."""
+        with self._lock:
+            if self._started.is_set() or self._thread is not None:
+                return self
+            self._thread = threading.Thread(target=self._start_spark, name="isolde-spark-start", daemon=True)
+            self._thread.start()
+        return self
+
+    def _start_spark(self) -> None:
+        try:
+            from isolde.executor.spark import get_spark
+
+            self._spark = get_spark(self._master, self._spark_conf)
+            for key, value in self.conf.items():
+                if key.startswith("spark.sql."):
+                    self._spark.conf.set(key, value)
+        except BaseException as e:  # reported by wait_ready
+            self._start_error = e
+        finally:
+            self._started.set()
+
+    @property
+    def ready(self) -> bool:
+        return self._started.is_set() and self._spark is not None
+
+    def wait_ready(self, timeout: Optional[float] = None) -> bool:
+        if not self._started.is_set() and self._thread is None:
+            self.start()
+        self._started.wait(timeout)
+        if self._start_error is not None:
+            raise E.ExecutionError(f"Spark failed to start: {self._start_error}") from self._start_error
+        return self.ready
+
+    @property
+    def spark(self):
+        if self._spark is None:
+            self.wait_ready()
+        return self._spark
+
+    def close(self) -> None:
+        """Forget the session (the process-wide SparkSession stays up for reuse)."""
+        self._closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ------------------------------------------------------------------ catalog helpers
+
+    @property
+    def current_database(self) -> str:
+        return self._current_database
+
+    @current_database.setter
+    def current_database(self, name: str) -> None:
+        self.catalog.require_database(name)
+        self._current_database = check_name(name, "database")
+
+    def use(self, name: str) -> None:
+        self.current_database = name
+
+    def tables(self, database: Optional[str] = None) -> list[str]:
+        return self.catalog.list_tables(database or self.current_database)
+
+    def databases(self) -> list[str]:
+        return self.catalog.list_databases()
+
+    def columns(self, table_name: str) -> list[tuple[str, str]]:
+        from isolde.executor import schema as S
+
+        ref = _ref_from_name(table_name)
+        handle = self.catalog.resolve(ref, self.current_database)
+        snap = handle.log.snapshot()
+        return [(f.name, f.dataType.simpleString()) for f in S.metadata_schema(snap.metadata).fields]
+
+    # ------------------------------------------------------------------ statements
+
+    def _parse(self, stmt) -> list:
+        if isinstance(stmt, ast.Statement):
+            return [stmt]
+        if isinstance(stmt, (list, tuple)):
+            return list(stmt)
+        return parse_statements(stmt)
+
+    def _run(self, stmt: ast.Statement, *, prepare: bool = False):
+        from isolde.executor.jobs import EXECUTORS, load_all
+
+        load_all()
+        runner = EXECUTORS.get(type(stmt))
+        if runner is None:
+            raise E.AnalysisError(f"{_statement_name(stmt)} is not supported yet.",
+                                  error_class="UNSUPPORTED_FEATURE", sqlstate="0A000")
+        ctx = ExecutionContext(self, stmt)
+        group = f"isolde-{uuid.uuid4().hex[:12]}"
+        started = time.perf_counter()
+        needs_spark = getattr(runner, "needs_spark", True)
+        if needs_spark:
+            self._set_job_group(group, stmt)
+        try:
+            out = translate_errors(lambda: runner(ctx, stmt))
+            if isinstance(out, PreparedWrite):
+                if prepare:
+                    return out
+                result = translate_errors(out.commit)
+                if isinstance(result, CommitResult) and not result.elapsed_s:
+                    try:
+                        object.__setattr__(result, "elapsed_s", time.perf_counter() - started)
+                    except Exception:
+                        pass
+                return result
+            if prepare:
+                raise E.AnalysisError(f"{_statement_name(stmt)} is not a write; prepare() needs INSERT, UPDATE, "
+                                      "DELETE, MERGE or another statement that commits.",
+                                      error_class="NOT_A_WRITE", sqlstate="42000")
+            if isinstance(out, QueryResult):
+                if getattr(out, "metrics", None):
+                    self.last_metrics = out.metrics
+            return out
+        finally:
+            if needs_spark:
+                self._clear_job_group(group)
+
+    def _set_job_group(self, group: str, stmt) -> None:
+        if self._spark is None:
+            self.wait_ready()
+        desc = (getattr(stmt, "text", "") or _statement_name(stmt))[:200]
+        try:
+            self._spark.sparkContext.setJobGroup(group, desc, interruptOnCancel=True)
+        except Exception:
+            pass
+        self._job_groups.append(group)
+
+    def _clear_job_group(self, group: str) -> None:
+        # kept in _job_groups: a QueryResult collects lazily, after the statement returned
+        pass
+
+    def execute(self, stmt: Union[str, ast.Statement]):
+        """Run one statement (or every statement of the text, returning the last result)."""
+        statements = self._parse(stmt)
+        if not statements:
+            raise E.AnalysisError("No statement to execute.", error_class="EMPTY_STATEMENT")
+        result = None
+        for s in statements:
+            result = self._run(s)
+        return result
+
+    def prepare(self, stmt: Union[str, ast.Statement]) -> PreparedWrite:
+        statements = self._parse(stmt)
+        if len(statements) != 1:
+            raise E.AnalysisError("prepare() takes exactly one statement.", error_class="NOT_A_SINGLE_STATEMENT")
+        return self._run(statements[0], prepare=True)
+
+    def sql(self, query: Union[str, ast.Statement]):
+        """A query as a pyspark DataFrame bound to the current snapshot of every table it reads."""
+        statements = self._parse(query)
+        if len(statements) != 1 or not isinstance(statements[0], ast.Select):
+            kind = _statement_name(statements[0]) if statements else "nothing"
+            raise E.AnalysisError(f"sql() runs one query (SELECT / WITH / VALUES), not {kind}; use execute().",
+                                  error_class="NOT_A_QUERY")
+        result = self._run(statements[0])
+        return result.df
+
+    def run_script(self, path_or_text: str) -> list:
+        from isolde.grammar.splitter import split_statements
+
+        text = path_or_text
+        if "\n" not in path_or_text and ";" not in path_or_text and os.path.exists(path_or_text):
+            with open(path_or_text, encoding="utf-8") as fh:
+                text = fh.read()
+        results = []
+        for piece in split_statements(text):
+            try:
+                statements = parse_statements(piece.text)
+                for s in statements:
+                    results.append(self._run(s))
+            except E.IsoldeError as e:
+                raise _with_line(e, piece.line) from e
+        return results
+
+    def explain(self, stmt: Union[str, ast.Statement]) -> str:
+        statements = self._parse(stmt)
+        from isolde.executor.jobs.query import explain_statement
+
+        return "\n\n".join(translate_errors(lambda s=s: explain_statement(ExecutionContext(self, s), s))
+                           for s in statements)
+
+    def cancel(self, grace_s: float = 5.0) -> None:
+        """Cancel the Spark jobs of the running statement(s).
+
+        A job that has not reached the scheduler yet cannot be cancelled by Spark, so the most
+        recent job group is cancelled again for ``grace_s`` seconds in the background.
+        """
+        if self._spark is None:
+            return
+        sc = self._spark.sparkContext
+        groups = list(self._job_groups)
+        for group in groups:
+            try:
+                sc.cancelJobGroup(group)
+            except Exception:
+                pass
+        if not groups or grace_s <= 0:
+            return
+        last = groups[-1]
+
+        def repeat() -> None:
+            deadline = time.monotonic() + grace_s
+            while time.monotonic() < deadline:
+                time.sleep(0.25)
+                try:
+                    if sc.statusTracker().getJobIdsForGroup(last):
+                        sc.cancelJobGroup(last)
+                except Exception:
+                    return
+
+        threading.Thread(target=repeat, name="isolde-cancel", daemon=True).start()
+
+
+def _ref_from_name(name: str) -> ast.TableRef:
+    name = name.strip()
+    m = re.match(r"^delta\.`(.+)`$", name, re.I)
+    if m:
+        return ast.TableRef(path=m.group(1))
+    parts = tuple(p.strip("`") for p in name.split("."))
+    return ast.TableRef(parts=parts)
+
+
+def _statement_name(stmt) -> str:
+    name = type(stmt).__name__
+    return re.sub(r"(?<!^)(?=[A-Z])", " ", name).upper()
+
+
+def _with_line(e: E.IsoldeError, line: int) -> E.IsoldeError:
+    """A copy of ``e`` (same class) with ``statement_line`` set and the message prefixed."""
+    inner_line = getattr(e, "line", None)
+    absolute = line + (inner_line - 1 if isinstance(inner_line, int) and isinstance(e, E.ParseError) else 0)
+    new = type(e).__new__(type(e))
+    new.__dict__.update(e.__dict__)
+    message = f"line {absolute}: {e.message}"
+    new.message = message
+    new.args = (message,)
+    new.statement_line = line
+    if isinstance(e, E.ParseError):
+        new.line = absolute
+    return new
+
+
+# --------------------------------------------------------------------------- error translation
+
+_VIEW_RE = re.compile(r"`?__isolde_[0-9a-f]+_\d+`?\.?")
+
+
+def clean_message(text: str) -> str:
+    text = str(text)
+    text = text.split("\n\nJVM stacktrace:")[0]
+    text = re.sub(r"\s*SQLSTATE: \w+", "", text)
+    text = text.split("\n== SQL")[0].split("\n== DataFrame")[0]
+    text = re.sub(r"spark_catalog\.default\.|`spark_catalog`\.`default`\.", "", text)
+    return text.strip()
+
+
+def translate_errors(fn):
+    """Run ``fn``; turn Spark/Py4J exceptions into isolde errors."""
+    try:
+        return fn()
+    except E.IsoldeError:
+        raise
+    except Exception as e:  # noqa: BLE001 - translation point
+        raise translate_exception(e) from e
+
+
+def translate_exception(e: BaseException) -> E.IsoldeError:
+    from isolde.executor.writer import SEP, VIOLATION_MARK
+
+    text = str(e)
+    if VIOLATION_MARK in text:
+        start = text.index(VIOLATION_MARK)
+        parts = text[start:].split(SEP)
+        kind, name, message = (parts + ["", "", ""])[1:4]
+        if kind == "notnull":
+            err = E.NotNullViolationError(message)
+        else:
+            err = E.ConstraintViolationError(message)
+        err.constraint = name
+        return err
+    error_class = None
+    params = {}
+    try:
+        error_class = e.getCondition() if hasattr(e, "getCondition") else e.getErrorClass()
+        params = e.getMessageParameters() or {}
+    except Exception:
+        pass
+    try:
+        from pyspark.errors import AnalysisException
+    except Exception:  # pragma: no cover
+        AnalysisException = ()  # type: ignore
+    message = clean_message(getattr(e, "desc", None) or text)
+    message = _VIEW_RE.sub("", message)
+    if "cancelled" in text.lower() and ("job group" in text.lower() or "cancel" in (error_class or "").lower()):
+        return E.ExecutionError("The statement was cancelled.", error_class="OPERATION_CANCELED", sqlstate="HY008")
+    if error_class and error_class.startswith("UNRESOLVED_COLUMN"):
+        name = params.get("objectName", "").replace("`", "")
+        name = _VIEW_RE.sub("", name)
+        proposal = [p.strip().replace("`", "").split(".")[-1] for p in params.get("proposal", "").split(",")
+                    if p.strip()]
+        err = E.ColumnNotFoundError(name.split(".")[-1] if name else "?", None, proposal)
+        if name and "." in name:
+            err.message = err.message.replace(f"`{name.split('.')[-1]}`", f"`{name}`", 1)
+            err.args = (err.message,)
+        return err
+    if isinstance(e, AnalysisException) or (error_class and error_class.startswith(
+            ("PARSE_SYNTAX", "UNRESOLVED", "DATATYPE_MISMATCH", "TABLE_OR_VIEW", "MISSING_", "AMBIGUOUS",
+             "INVALID_", "WRONG_NUM_ARGS", "UNSUPPORTED_"))):
+        return E.AnalysisError(message, error_class=error_class or "ANALYSIS_ERROR")
+    if type(e).__name__ == "Py4JJavaError":
+        try:
+            jmsg = e.java_exception.toString()
+        except Exception:
+            jmsg = text
+        message = clean_message(jmsg.splitlines()[0] if jmsg else text)
+    first = message if len(message) < 2000 else message[:2000] + "..."
+    return E.ExecutionError(first, error_class=error_class or "EXECUTION_ERROR")

@@ -1,0 +1,239 @@
+"""The file-level conflict checker (DESIGN.md section 4, rules 1-6).
+
+Modelled on Delta's ConflictChecker and delta-rs's conflict_checker.rs: a
+transaction that lost the race for a version is compared with every winning commit
+in order, by an ordered list of ``check_*`` steps; each step raises one named
+exception or lets the transaction rebase over the winner.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from isolde.errors import (
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+    MetadataChangedException,
+    ProtocolChangedException,
+)
+from isolde.executor.log.actions import (
+    Action,
+    AddFile,
+    CommitInfo,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    SetTransaction,
+)
+
+from .predicates import Predicate
+
+SERIALIZABLE = "Serializable"
+WRITE_SERIALIZABLE = "WriteSerializable"
+SNAPSHOT_ISOLATION = "SnapshotIsolation"
+
+_APPEND_OPERATIONS = {"WRITE", "STREAMING UPDATE", "INSERT", "APPEND"}
+
+
+def partition_hint(partition_values: dict | None) -> str | None:
+    """'a=1/b=x' for a partitioned file, None for an unpartitioned one."""
+    if not partition_values:
+        return None
+    return "/".join(f"{k}={'__HIVE_DEFAULT_PARTITION__' if v is None else v}" for k, v in partition_values.items())
+
+
+@dataclass
+class WinningCommitSummary:
+    """What a concurrent, already committed version did."""
+
+    version: int
+    actions: list[Action]
+    commit_info: CommitInfo | None = None
+    protocol: Protocol | None = None
+    metadata: Metadata | None = None
+    app_ids: set[str] = field(default_factory=set)
+    domains: set[str] = field(default_factory=set)
+    added_files: list[AddFile] = field(default_factory=list)
+    removed_files: list[RemoveFile] = field(default_factory=list)
+
+    @classmethod
+    def from_actions(cls, version: int, actions: Iterable[Action]) -> "WinningCommitSummary":
+        summary = cls(version, list(actions))
+        for a in summary.actions:
+            if isinstance(a, AddFile):
+                summary.added_files.append(a)
+            elif isinstance(a, RemoveFile):
+                summary.removed_files.append(a)
+            elif isinstance(a, SetTransaction):
+                summary.app_ids.add(a.app_id)
+            elif isinstance(a, DomainMetadata):
+                summary.domains.add(a.domain)
+            elif isinstance(a, Metadata):
+                summary.metadata = a
+            elif isinstance(a, Protocol):
+                summary.protocol = a
+            elif isinstance(a, CommitInfo):
+                summary.commit_info = a
+        return summary
+
+    @property
+    def operation(self) -> str | None:
+        return None if self.commit_info is None else self.commit_info.operation
+
+    @property
+    def data_change_added_files(self) -> list[AddFile]:
+        return [a for a in self.added_files if a.data_change]
+
+    @property
+    def data_change_removed_files(self) -> list[RemoveFile]:
+        return [r for r in self.removed_files if r.data_change]
+
+    @property
+    def is_blind_append(self) -> bool:
+        """commitInfo.isBlindAppend; for engines that omit it, only a plain append-mode WRITE counts."""
+        info = self.commit_info
+        if info is not None and info.is_blind_append is not None:
+            return bool(info.is_blind_append)
+        if info is None or self.removed_files or self.metadata is not None or self.protocol is not None:
+            return False
+        mode = str((info.operation_parameters or {}).get("mode", "")).strip('"').lower()
+        return (info.operation or "").upper() in _APPEND_OPERATIONS and mode == "append"
+
+
+@dataclass
+class TransactionSummary:
+    """What the committing transaction read and wants to write (Delta's CurrentTransactionInfo)."""
+
+    table: str
+    read_version: int
+    isolation_level: str
+    partition_columns: tuple[str, ...]
+    read_predicates: list[Predicate]
+    read_file_paths: set[str]
+    read_whole_table: bool
+    read_app_ids: set[str]
+    actions: list[Action]
+
+    @property
+    def removed_paths(self) -> set[str]:
+        return {a.path for a in self.actions if isinstance(a, RemoveFile)}
+
+    @property
+    def written_app_ids(self) -> set[str]:
+        return {a.app_id for a in self.actions if isinstance(a, SetTransaction)}
+
+    @property
+    def written_domains(self) -> set[str]:
+        return {a.domain for a in self.actions if isinstance(a, DomainMetadata)}
+
+
+class ConflictChecker:
+    """Checks one transaction against one winning commit; ``check()`` raises or returns."""
+
+    def __init__(self, txn: TransactionSummary, winner: WinningCommitSummary):
+        self.txn = txn
+        self.winner = winner
+
+    def check(self) -> None:
+        self.check_protocol_compatibility()
+        self.check_no_metadata_updates()
+        self.check_for_updated_application_transaction_ids()
+        self.check_for_updated_domain_metadata()
+        self.check_for_added_files_that_should_have_been_read()
+        self.check_for_deleted_files_against_read_files()
+        self.check_for_deleted_files_against_this_txn_deletes()
+
+    def _raise(self, cls, partition: str | None = None, detail: str | None = None):
+        raise cls(
+            table=self.txn.table,
+            winning_version=self.winner.version,
+            winning_operation=self.winner.operation,
+            partition=partition,
+            detail=detail,
+        )
+
+    def check_protocol_compatibility(self) -> None:
+        """Rule 1: a protocol change, or the winner created the table this transaction saw empty."""
+        if self.winner.protocol is not None:
+            self._raise(ProtocolChangedException, detail="The winning commit changed the table protocol.")
+        if self.txn.read_version < 0:
+            self._raise(ProtocolChangedException, detail="Another writer created the table first.")
+
+    def check_no_metadata_updates(self) -> None:
+        """Rule 2: schema, properties or partitioning changed under this transaction."""
+        if self.winner.metadata is not None:
+            self._raise(MetadataChangedException)
+
+    def check_for_updated_application_transaction_ids(self) -> None:
+        """Rule 3: the winner advanced an application id this transaction read or writes."""
+        overlap = self.winner.app_ids & (self.txn.read_app_ids | self.txn.written_app_ids)
+        if overlap:
+            self._raise(ConcurrentTransactionException, detail=f"Application id(s): {', '.join(sorted(overlap))}.")
+
+    def check_for_updated_domain_metadata(self) -> None:
+        """Both wrote the same metadata domain (clustering columns, ...): as Delta, a concurrent transaction."""
+        overlap = self.winner.domains & self.txn.written_domains
+        if overlap:
+            self._raise(ConcurrentTransactionException, detail=f"Metadata domain(s): {', '.join(sorted(overlap))}.")
+
+    def check_for_added_files_that_should_have_been_read(self) -> None:
+        """Rule 4: data files the winner added inside what this transaction read."""
+        txn = self.txn
+        if txn.isolation_level == SNAPSHOT_ISOLATION:
+            return
+        if not txn.read_whole_table and not txn.read_predicates:
+            return  # read nothing: a blind append
+        if txn.isolation_level == WRITE_SERIALIZABLE and self.winner.is_blind_append:
+            return
+        for add in self.winner.data_change_added_files:
+            if self._add_was_in_read_scope(add):
+                self._raise(
+                    ConcurrentAppendException,
+                    partition=partition_hint(add.partition_values),
+                    detail=f"Conflicting file: {add.path}.",
+                )
+
+    def _add_was_in_read_scope(self, add: AddFile) -> bool:
+        txn = self.txn
+        if txn.read_whole_table:
+            return True
+        # unpartitioned: a predicate has no partition part, so every add is in scope
+        # (unless the predicate is constant-false: a recorded read of nothing)
+        return any(p.partition_may_match(add.partition_values) for p in txn.read_predicates)
+
+    def check_for_deleted_files_against_read_files(self) -> None:
+        """Rule 5: the winner removed (with dataChange) a file this transaction read."""
+        removed = self.winner.data_change_removed_files
+        if not removed:
+            return
+        for r in removed:
+            if r.path in self.txn.read_file_paths:
+                self._raise(
+                    ConcurrentDeleteReadException,
+                    partition=partition_hint(r.partition_values),
+                    detail=f"Conflicting file: {r.path}.",
+                )
+        if self.txn.read_whole_table:
+            r = removed[0]
+            self._raise(
+                ConcurrentDeleteReadException,
+                partition=partition_hint(r.partition_values),
+                detail=f"This transaction read the whole table; the winner removed {r.path}.",
+            )
+
+    def check_for_deleted_files_against_this_txn_deletes(self) -> None:
+        """Rule 6: both removed the same file (whatever dataChange says)."""
+        mine = self.txn.removed_paths
+        if not mine:
+            return
+        for r in self.winner.removed_files:
+            if r.path in mine:
+                self._raise(
+                    ConcurrentDeleteDeleteException,
+                    partition=partition_hint(r.partition_values),
+                    detail=f"Conflicting file: {r.path}.",
+                )

@@ -1,0 +1,328 @@
+"""OptimisticTransaction: record what a statement read, then commit with rebase and retry.
+
+The caller reads through the transaction (``filter_files``, ``read_whole_table``,
+``txn_version``), does its data work, then calls ``commit``. The commit writes
+``readVersion + 1`` with put-if-absent; when another writer won that version, every
+winning commit is checked in order (conflicts.py) and the commit retries at the next
+free version, up to ``max_attempts`` times.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from typing import Any, Iterable, Mapping
+
+from isolde.errors import (
+    AnalysisError,
+    ConcurrentWriteException,
+    ExecutionError,
+    InternalError,
+    UnsupportedFeatureError,
+)
+from isolde.executor.log.actions import (
+    Action,
+    AddCDCFile,
+    AddFile,
+    CommitInfo,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    now_ms,
+    serialize_commit,
+    parse_commit,
+)
+from isolde.executor.log.features import (
+    assert_readable,
+    assert_writable,
+    checkpoint_interval,
+    isolation_level as table_isolation_level,
+    required_protocol,
+    validate_table_properties,
+    writer_features,
+)
+
+from .conflicts import (
+    SERIALIZABLE,
+    SNAPSHOT_ISOLATION,
+    ConflictChecker,
+    TransactionSummary,
+    WinningCommitSummary,
+)
+from .predicates import Predicate
+
+ENGINE_INFO = "isolde/0.1.0"
+DEFAULT_MAX_ATTEMPTS = 1000
+
+_log = logging.getLogger(__name__)
+
+
+def _json_string(value: Any) -> str:
+    """Delta stores operationParameters / operationMetrics values as strings (JSON for non-strings)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), default=str)
+
+
+class OptimisticTransaction:
+    """One write to one table, reading one snapshot. Not thread-safe; commit at most once."""
+
+    def __init__(self, log, snapshot, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS):
+        self.log = log
+        self.snapshot = snapshot
+        self.max_attempts = max_attempts
+        self.read_predicates: list[Predicate] = []
+        self.read_files: dict[str, AddFile] = {}
+        self.read_app_ids: set[str] = set()
+        self._read_whole_table = False
+        self._declared_blind_append = False
+        self.txn_id = str(uuid.uuid4())
+        self.commit_info: CommitInfo | None = None
+        self.committed_version: int | None = None
+        self.attempts = 0
+        self.winning_versions: list[int] = []
+
+    # ------------------------------------------------------------------ what was read
+    @property
+    def table(self) -> str:
+        return self.log.table_path
+
+    @property
+    def read_version(self) -> int:
+        return self.snapshot.version
+
+    @property
+    def metadata(self) -> Metadata | None:
+        return self.snapshot.metadata
+
+    @property
+    def isolation_level(self) -> str:
+        """The table's isolation level (delta.isolationLevel, default WriteSerializable)."""
+        return table_isolation_level(self.snapshot.metadata)
+
+    def _predicate(self, predicate_sql, partition_predicate_sql) -> Predicate:
+        return Predicate(
+            predicate_sql,
+            self.snapshot.schema,
+            self.snapshot.partition_columns,
+            partition_sql=partition_predicate_sql,
+        )
+
+    def filter_files(self, predicate_sql=None, partition_predicate_sql=None) -> list[AddFile]:
+        """Record a read and return the live files that may hold matching rows.
+
+        ``None`` for both means every file (a full scan). The partition part of the
+        predicate scopes append conflicts; the rest prunes by file stats.
+        """
+        predicate = self._predicate(predicate_sql, partition_predicate_sql)
+        files = predicate.filter(self.snapshot.all_files)
+        self.read_predicates.append(predicate)
+        for f in files:
+            self.read_files[f.path] = f
+        return files
+
+    def record_read(self, predicate_sql=None, partition_predicate_sql=None, files: Iterable[AddFile] | None = None) -> list[AddFile]:
+        """Record a read done elsewhere: its predicate and the files it actually read.
+
+        When ``files`` is None they are derived from the predicate as in ``filter_files``.
+        """
+        if files is None:
+            return self.filter_files(predicate_sql, partition_predicate_sql)
+        predicate = self._predicate(predicate_sql, partition_predicate_sql)
+        files = list(files)
+        self.read_predicates.append(predicate)
+        for f in files:
+            self.read_files[f.path] = f
+        return files
+
+    def read_whole_table(self) -> None:
+        """Mark the whole table as read: any concurrent data change conflicts."""
+        self._read_whole_table = True
+
+    @property
+    def reads_whole_table(self) -> bool:
+        return self._read_whole_table
+
+    def txn_version(self, app_id: str) -> int:
+        """The last committed version of an application id (-1 when unknown); recorded as read."""
+        self.read_app_ids.add(app_id)
+        return self.snapshot.transaction_version(app_id)
+
+    def set_blind_append(self) -> None:
+        """Declare that this write reads nothing; commit refuses if reads were recorded."""
+        self._declared_blind_append = True
+
+    @property
+    def has_reads(self) -> bool:
+        return bool(self._read_whole_table or self.read_predicates or self.read_files)
+
+    # ------------------------------------------------------------------ commit
+    def commit(
+        self,
+        actions: Iterable[Action],
+        operation: str = "WRITE",
+        operation_parameters: Mapping[str, Any] | None = None,
+        *,
+        metrics: Mapping[str, Any] | None = None,
+        user_metadata: str | None = None,
+    ) -> int:
+        """Commit ``actions``; returns the version, or raises a named conflict."""
+        if self.committed_version is not None:
+            raise InternalError("This transaction has already committed.")
+        actions = [a for a in actions if not isinstance(a, CommitInfo)]
+        actions = self._prepare(actions)
+        isolation = self._effective_isolation_level(actions)
+        blind = self._is_blind_append(actions)
+        info = CommitInfo(
+            timestamp=now_ms(),
+            operation=operation,
+            operation_parameters={k: _json_string(v) for k, v in (operation_parameters or {}).items()},
+            read_version=self.read_version if self.read_version >= 0 else None,
+            isolation_level=isolation,
+            is_blind_append=blind,
+            operation_metrics={k: _json_string(v) for k, v in (metrics or {}).items()} or None,
+            engine_info=ENGINE_INFO,
+            txn_id=self.txn_id,
+        )
+        if self.read_predicates:
+            info.extra["readPredicates"] = [p.sql if p.sql is not None else "true" for p in self.read_predicates]
+        if self._read_whole_table:
+            info.extra["readWholeTable"] = True
+        if user_metadata is not None:
+            info.extra["userMetadata"] = user_metadata
+        summary = TransactionSummary(
+            table=self.table,
+            read_version=self.read_version,
+            isolation_level=isolation,
+            partition_columns=self.snapshot.partition_columns,
+            read_predicates=list(self.read_predicates),
+            read_file_paths=set(self.read_files),
+            read_whole_table=self._read_whole_table,
+            read_app_ids=set(self.read_app_ids),
+            actions=actions,
+        )
+        version = self._commit_with_retries(info, actions, summary)
+        self.committed_version = version
+        self.commit_info = info
+        self._post_commit(version, actions)
+        return version
+
+    def _commit_with_retries(self, info: CommitInfo, actions: list[Action], summary: TransactionSummary) -> int:
+        store = self.log.store
+        store.mkdirs(self.log.log_path)
+        checked_up_to = self.read_version
+        attempt_version = checked_up_to + 1
+        last_timestamp = self.snapshot.timestamp if self.read_version >= 0 else None
+        while True:
+            self.attempts += 1
+            info.timestamp = max(now_ms(), (last_timestamp or 0) + 1)
+            body = serialize_commit([info, *actions])
+            try:
+                store.put_if_absent(self.log.commit_path(attempt_version), body)
+                return attempt_version
+            except FileExistsError:
+                pass
+            version = checked_up_to + 1
+            while True:
+                data = self.log._read_commit_bytes(version)
+                if data is None:
+                    break
+                winner = WinningCommitSummary.from_actions(version, parse_commit(data))
+                ConflictChecker(summary, winner).check()
+                self.winning_versions.append(version)
+                if winner.commit_info is not None and winner.commit_info.timestamp is not None:
+                    last_timestamp = max(last_timestamp or 0, int(winner.commit_info.timestamp))
+                checked_up_to = version
+                version += 1
+            if self.attempts >= self.max_attempts:  # only after the winners had their say
+                raise ConcurrentWriteException(
+                    table=self.table,
+                    winning_version=checked_up_to,
+                    winning_operation=winner.operation if self.winning_versions else None,
+                    detail=f"Gave up after {self.attempts} attempts.",
+                )
+            attempt_version = checked_up_to + 1
+
+    def _post_commit(self, version: int, actions: list[Action]) -> None:
+        metadata = next((a for a in actions if isinstance(a, Metadata)), None) or self.snapshot.metadata
+        interval = checkpoint_interval(metadata)
+        if version > 0 and version % interval == 0:
+            try:
+                self.log.checkpoint(version)
+            except Exception:  # the commit stands; a missing checkpoint only costs replay time
+                _log.warning("checkpoint at version %d of %s failed", version, self.table, exc_info=True)
+
+    # ------------------------------------------------------------------ validation
+    def _prepare(self, actions: list[Action]) -> list[Action]:
+        """Validate the actions and add the protocol a new table or new properties need."""
+        metadatas = [a for a in actions if isinstance(a, Metadata)]
+        protocols = [a for a in actions if isinstance(a, Protocol)]
+        if len(metadatas) > 1 or len(protocols) > 1:
+            raise InternalError("A commit can carry at most one metaData and one protocol action.")
+        metadata = metadatas[0] if metadatas else self.snapshot.metadata
+        protocol = protocols[0] if protocols else self.snapshot.protocol
+        if metadata is None:
+            raise InternalError(f"Cannot write to {self.table}: the table does not exist and no metaData was given.")
+        if metadatas:
+            # validate what this commit changes; properties other engines set are kept as they are
+            before = self.snapshot.configuration
+            changed = {k: v for k, v in metadata.configuration.items() if before.get(k) != v}
+            canonical = validate_table_properties(changed)
+            kept = {k: v for k, v in metadata.configuration.items() if k not in changed}
+            metadata.configuration = {**kept, **canonical}
+            table_isolation_level(metadata)  # an inherited bad value is refused too
+            columns = {f["name"].lower() for f in metadata.schema.get("fields", [])}
+            unknown = [c for c in metadata.partition_columns if c.lower() not in columns]
+            if unknown:
+                raise AnalysisError(f"Partition column(s) {', '.join(unknown)} are not in the schema of {self.table}.")
+            needed = required_protocol(metadata, protocol)
+            if protocol is None or needed != protocol:
+                if protocols:
+                    actions = [a for a in actions if not isinstance(a, Protocol)]
+                protocol = needed
+                actions = [protocol, *actions]
+        assert protocol is not None
+        if protocols or metadatas:
+            assert_readable(protocol, metadata, self.table)  # never write a table isolde cannot read
+        assert_writable(protocol, metadata, self.table)
+        partition_columns = {c.lower() for c in metadata.partition_columns}
+        append_only = metadata.configuration.get("delta.appendOnly", "false").lower() == "true"
+        dv_allowed = "deletionVectors" in writer_features(protocol, metadata)
+        for a in actions:
+            if isinstance(a, (AddFile, AddCDCFile)):
+                if {k.lower() for k in a.partition_values} != partition_columns:
+                    raise InternalError(
+                        f"File {a.path} has partition values for {sorted(a.partition_values)}, "
+                        f"but the table is partitioned by {sorted(metadata.partition_columns)}."
+                    )
+            if isinstance(a, AddFile) and a.deletion_vector is not None and not dv_allowed:
+                raise UnsupportedFeatureError(
+                    f"Cannot add a deletion vector to {a.path}: deletion vectors are not enabled on {self.table}.",
+                    error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE",
+                )
+            if append_only and isinstance(a, RemoveFile) and a.data_change:
+                raise ExecutionError(
+                    f"Cannot remove data from {self.table}: it is append-only (delta.appendOnly = true).",
+                    error_class="DELTA_CANNOT_MODIFY_APPEND_ONLY",
+                    sqlstate="42809",
+                )
+        if self._declared_blind_append and (self.has_reads or any(isinstance(a, RemoveFile) for a in actions)):
+            raise InternalError("set_blind_append() was called, but this transaction read the table or removes files.")
+        return actions
+
+    def _effective_isolation_level(self, actions: list[Action]) -> str:
+        """DESIGN.md: metadata changes are checked as Serializable, dataChange=false-only commits
+        with snapshot isolation, everything else at the table's level."""
+        if any(isinstance(a, (Metadata, Protocol)) for a in actions):
+            return SERIALIZABLE
+        file_actions = [a for a in actions if isinstance(a, (AddFile, RemoveFile, AddCDCFile))]
+        if file_actions and not any(getattr(a, "data_change", True) for a in file_actions):
+            return SNAPSHOT_ISOLATION
+        return self.isolation_level
+
+    def _is_blind_append(self, actions: list[Action]) -> bool:
+        """Delta's rule: read nothing and only add files."""
+        if self.has_reads:
+            return False
+        return not any(isinstance(a, RemoveFile) for a in actions)

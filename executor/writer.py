@@ -1,0 +1,398 @@
+"""Writing data files for a commit, and shaping incoming rows to the table schema.
+
+    conform(df, table_schema, *, columns=(), by_name=False, table_name="", configuration=None,
+            identity=True, check=True) -> DataFrame
+    write_files(ctx, df, table_path, metadata, *, data_change=True) -> WrittenFiles
+    identity_metadata_update(metadata, written) -> Metadata | None
+
+``conform`` maps the incoming columns onto the table's (positionally, by an explicit column
+list, or BY NAME), fills missing columns with their DEFAULT / identity / generated value or
+NULL, casts with Spark's store-assignment rules (refusing un-castable types at analysis time
+with AnalysisError) and adds the row checks that run inside the write job: NOT NULL columns,
+CHECK constraints (``delta.constraints.<name>`` in the configuration) and given values of
+generated columns. A violation stops the Spark job; the session turns it into
+NotNullViolationError / ConstraintViolationError naming the column/constraint and values.
+
+``write_files`` writes the DataFrame as Parquet into its own staging folder inside the table
+(``<table>/.isolde-staging-<uuid>/``, hidden from Delta readers and VACUUM's data listing),
+then moves every file to its final, unique relative path (Hive-style ``col=value/`` folders,
+Spark's escaping) and returns one AddFile per file with stats from the Parquet footer.
+Partition columns are not stored in the files. Files with zero rows are dropped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Optional, Sequence
+from urllib.parse import quote, unquote
+
+import sqlglot
+import sqlglot.expressions as exp
+from pyspark.sql import DataFrame, functions as F
+from pyspark.sql import types as T
+
+from isolde.errors import AnalysisError, ColumnNotFoundError
+from isolde.executor import schema as S
+
+VIOLATION_MARK = "ISOLDE_VIOLATION"
+SEP = "\u241f"  # a visible unit separator that never appears in SQL text we generate
+
+
+@dataclass
+class WrittenFiles:
+    adds: list = field(default_factory=list)
+    staged_paths: list = field(default_factory=list)
+    num_rows: int = 0
+    num_bytes: int = 0
+
+    @property
+    def num_files(self) -> int:
+        return len(self.adds)
+
+
+# --------------------------------------------------------------------------- type compatibility
+
+
+def _numeric(dt) -> bool:
+    return isinstance(dt, T.NumericType)
+
+
+def can_store(src: T.DataType, dst: T.DataType) -> bool:
+    """Spark's ANSI store assignment (plus strings into dates/timestamps, checked at run time)."""
+    if src == dst or isinstance(src, T.NullType):
+        return True
+    if _numeric(src) and _numeric(dst):
+        return True
+    if isinstance(dst, T.StringType) and isinstance(src, T.AtomicType):
+        return True
+    if isinstance(src, T.StringType) and isinstance(dst, (T.DateType, T.TimestampType, T.TimestampNTZType)):
+        return True
+    if isinstance(src, (T.DateType, T.TimestampType, T.TimestampNTZType)) and \
+            isinstance(dst, (T.DateType, T.TimestampType, T.TimestampNTZType)):
+        return True
+    if isinstance(src, T.ArrayType) and isinstance(dst, T.ArrayType):
+        return can_store(src.elementType, dst.elementType)
+    if isinstance(src, T.MapType) and isinstance(dst, T.MapType):
+        return can_store(src.keyType, dst.keyType) and can_store(src.valueType, dst.valueType)
+    if isinstance(src, T.StructType) and isinstance(dst, T.StructType):
+        return len(src.fields) == len(dst.fields) and all(
+            can_store(a.dataType, b.dataType) for a, b in zip(src.fields, dst.fields))
+    return False
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _col(name: str):
+    return F.col(_q(name))
+
+
+def _sql_type(dt: T.DataType) -> str:
+    return dt.simpleString().upper()
+
+
+# --------------------------------------------------------------------------- conform
+
+
+def _violation(kind: str, name: str, text: str):
+    """The head of a violation message (the values follow; ``_END`` closes it)."""
+    return f"{VIOLATION_MARK}{SEP}{kind}{SEP}{name}{SEP}{text}"
+
+
+_END = SEP
+
+
+def _expr_columns(sql: str, struct: T.StructType) -> list[str]:
+    try:
+        tree = sqlglot.parse_one(sql, read="databricks")
+    except Exception:
+        return []
+    out = []
+    for c in tree.find_all(exp.Column):
+        f = S.field_named(struct, c.name)
+        if f is not None and f.name not in out:
+            out.append(f.name)
+    return out
+
+
+def _values_text(cols: Sequence[str]):
+    parts = []
+    for c in cols:
+        parts += [F.lit(f"\n - {c} : "), F.coalesce(_col(c).cast("string"), F.lit("null"))]
+    return parts
+
+
+def conform(df: DataFrame, table_schema: T.StructType, *, columns: Sequence[str] = (), by_name: bool = False,
+            table_name: str = "", configuration: Optional[dict] = None, identity: bool = True,
+            check: bool = True) -> DataFrame:
+    """``df`` reshaped to ``table_schema`` (see the module docstring)."""
+    configuration = configuration or {}
+    where = f"`{table_name}`" if table_name else "the table"
+    fields = list(table_schema.fields)
+    names_lower = {f.name.lower(): f for f in fields}
+    src_cols = list(df.columns)
+    src_types = [f.dataType for f in df.schema.fields]
+
+    # --- which source column feeds which table column
+    mapping: dict[str, int] = {}  # table column -> source column index
+    if columns:
+        if len(columns) != len(src_cols):
+            raise AnalysisError(
+                f"Cannot write to {where}: the column list names {len(columns)} column(s) but the data has "
+                f"{len(src_cols)}.", error_class="INSERT_COLUMN_ARITY_MISMATCH", sqlstate="21S01")
+        for source, target in enumerate(columns):
+            f = names_lower.get(target.lower())
+            if f is None:
+                raise ColumnNotFoundError(target, table_name or None, [x.name for x in fields])
+            if f.name in mapping:
+                raise AnalysisError(f"Column `{f.name}` is listed twice in the INSERT column list.",
+                                    error_class="COLUMN_ALREADY_EXISTS", sqlstate="42711")
+            mapping[f.name] = source
+    elif by_name:
+        for source, src_name in enumerate(src_cols):
+            f = names_lower.get(src_name.lower())
+            if f is None:
+                raise ColumnNotFoundError(src_name, table_name or None, [x.name for x in fields])
+            if f.name in mapping:
+                raise AnalysisError(f"Column `{f.name}` appears twice in the data.",
+                                    error_class="COLUMN_ALREADY_EXISTS", sqlstate="42711")
+            mapping[f.name] = source
+    else:
+        if len(src_cols) == len(fields):
+            targets = fields
+        else:
+            user = [f for f in fields if not S.is_generated(f) and not S.is_identity(f)]
+            if len(src_cols) > len(fields):
+                raise AnalysisError(
+                    f"Cannot write to {where}: too many data columns; the table has {len(fields)} column(s) "
+                    f"({', '.join(f.name for f in fields)}) but the data has {len(src_cols)}.",
+                    error_class="INSERT_COLUMN_ARITY_MISMATCH.TOO_MANY_DATA_COLUMNS", sqlstate="21S01")
+            if len(src_cols) == len(user):
+                targets = user
+            else:
+                raise AnalysisError(
+                    f"Cannot write to {where}: not enough data columns; the table has {len(fields)} column(s) "
+                    f"({', '.join(f.name for f in fields)}) but the data has {len(src_cols)}. Name the columns "
+                    "you insert: INSERT INTO t (a, b) ...", error_class="INSERT_COLUMN_ARITY_MISMATCH.NOT_ENOUGH_DATA_COLUMNS",
+                    sqlstate="21S01")
+        for source, f in enumerate(targets):
+            mapping[f.name] = source
+
+    # --- type checks (analysis time)
+    for f in fields:
+        source = mapping.get(f.name)
+        if source is None:
+            continue
+        if S.is_identity(f) and not f.metadata.get(S.IDENTITY_ALLOW_EXPLICIT, False):
+            raise AnalysisError(
+                f"Providing values for GENERATED ALWAYS AS IDENTITY column `{f.name}` is not supported.",
+                error_class="DELTA_IDENTITY_COLUMNS_EXPLICIT_INSERT_NOT_SUPPORTED", sqlstate="42808")
+        st = src_types[source]
+        if not can_store(st, f.dataType):
+            raise AnalysisError(
+                f"Cannot write incompatible data to {where}: cannot safely cast column `{f.name}` from "
+                f"{_sql_type(st)} to {_sql_type(f.dataType)}.",
+                error_class="INCOMPATIBLE_DATA_FOR_TABLE.CANNOT_SAFELY_CAST", sqlstate="KD000")
+
+    # --- build the columns: given, default, null; then identity; then generated
+    tmp = [f"__isolde_src_{i}" for i in range(len(src_cols))]
+    renamed = df.toDF(*tmp)
+    exprs = []
+    for f in fields:
+        source = mapping.get(f.name)
+        if source is not None:
+            exprs.append(F.col(tmp[source]).cast(f.dataType).alias(f.name))
+        elif S.is_identity(f) or S.is_generated(f):
+            exprs.append(F.lit(None).cast(f.dataType).alias(f.name))
+        elif S.default_expression(f) is not None:
+            exprs.append(F.expr(S.default_expression(f)).cast(f.dataType).alias(f.name))
+        else:
+            exprs.append(F.lit(None).cast(f.dataType).alias(f.name))
+    out = renamed.select(*exprs)
+
+    if identity:
+        out = _fill_identity(out, fields, mapping)
+
+    checks = []  # (violation condition, message column parts)
+    for f in fields:
+        if S.is_generated(f):
+            gen = F.expr(f.metadata[S.GENERATION_EXPRESSION]).cast(f.dataType)
+            if f.name in mapping:
+                ok = _col(f.name).eqNullSafe(gen)
+                checks.append((~ok, [F.lit(_violation(
+                    "generated", f.name, f"CHECK constraint Generated Column ({_q(f.name)} <=> "
+                    f"{f.metadata[S.GENERATION_EXPRESSION]}) violated by row with values:"))] +
+                    _values_text([f.name] + _expr_columns(f.metadata[S.GENERATION_EXPRESSION], table_schema))))
+            else:
+                out = out.withColumn(f.name, gen)
+    if check:
+        for f in fields:
+            if not f.nullable:
+                checks.append((_col(f.name).isNull(), [F.lit(_violation(
+                    "notnull", f.name, f"NOT NULL constraint violated for column: {f.name}."))] +
+                    _values_text([x.name for x in fields if x.name != f.name][:8])))
+        for key, sql in sorted(configuration.items()):
+            if key.lower().startswith(S.CONSTRAINT_PREFIX):
+                name = key[len(S.CONSTRAINT_PREFIX):]
+                cond = F.expr(sql)
+                checks.append(((~cond) | cond.isNull(), [F.lit(_violation(
+                    "check", name, f"CHECK constraint {name} ({sql}) violated by row with values:"))] +
+                    _values_text(_expr_columns(sql, table_schema))))
+    if checks:
+        guard = None
+        for cond, parts in checks:
+            parts = parts + [F.lit(_END)]
+            err = F.raise_error(F.concat(*parts))
+            guard = F.when(cond, err) if guard is None else guard.when(cond, err)
+        out = out.filter(guard.otherwise(F.lit(True)).cast("boolean"))
+    return out.select(*[_col(f.name) for f in fields])
+
+
+def _fill_identity(df: DataFrame, fields, mapping) -> DataFrame:
+    ident = [f for f in fields if S.is_identity(f)]
+    if not ident:
+        return df
+    nparts = max(df.rdd.getNumPartitions(), 1)
+    pid = F.spark_partition_id().cast("long")
+    # row number inside the Spark partition: monotonically_increasing_id = (pid << 33) + index
+    index = F.monotonically_increasing_id() - F.shiftleft(pid, 33)
+    k = index * F.lit(nparts) + pid
+    for f in ident:
+        start = int(f.metadata[S.IDENTITY_START])
+        step = int(f.metadata[S.IDENTITY_STEP])
+        hwm = f.metadata.get(S.IDENTITY_HWM)
+        first = start if hwm is None else int(hwm) + step
+        value = F.lit(first) + k * F.lit(step)
+        if f.name in mapping:  # BY DEFAULT with a given column: keep the given non-null values
+            value = F.coalesce(_col(f.name), value)
+        df = df.withColumn(f.name, value.cast("long"))
+    return df
+
+
+def identity_metadata_update(metadata, written: "WrittenFiles"):
+    """A copy of ``metadata`` with identity high-water marks advanced past the written values,
+    or None when the table has no identity column or nothing was written."""
+    struct = S.metadata_schema(metadata)
+    ident = [f for f in struct.fields if S.is_identity(f)]
+    if not ident or not written.adds:
+        return None
+    changed = False
+    new_fields = []
+    for f in struct.fields:
+        if not S.is_identity(f):
+            new_fields.append(f)
+            continue
+        step = int(f.metadata[S.IDENTITY_STEP])
+        values = []
+        for add in written.adds:
+            st = add.parsed_stats or {}
+            bound = (st.get("maxValues") if step > 0 else st.get("minValues")) or {}
+            if f.name in bound and bound[f.name] is not None:
+                values.append(int(bound[f.name]))
+        if not values:
+            new_fields.append(f)
+            continue
+        best = max(values) if step > 0 else min(values)
+        old = f.metadata.get(S.IDENTITY_HWM)
+        if old is not None:
+            best = max(best, int(old)) if step > 0 else min(best, int(old))
+        if old is None or int(old) != best:
+            changed = True
+        meta = dict(f.metadata)
+        meta[S.IDENTITY_HWM] = best
+        new_fields.append(T.StructField(f.name, f.dataType, f.nullable, meta))
+    if not changed:
+        return None
+    return replace(metadata, schema_string=S.struct_to_delta(T.StructType(new_fields)))
+
+
+# --------------------------------------------------------------------------- files
+
+
+def _hive_unescape(text: str) -> str:
+    return unquote(text)
+
+
+def _rel_to_add_path(rel: str) -> str:
+    return quote(rel, safe="/=")
+
+
+def write_files(ctx, df: DataFrame, table_path: str, metadata, *, data_change: bool = True,
+                max_records_per_file: Optional[int] = None) -> WrittenFiles:
+    """Write ``df`` (already conformed: the table's columns in order) as new data files."""
+    from isolde.executor.log.actions import AddFile
+
+    try:
+        from isolde.executor.log.stats import file_stats
+    except ImportError:  # pragma: no cover
+        file_stats = None
+
+    table_path = os.path.abspath(table_path)
+    parts = S.partition_columns(metadata)
+    staging = os.path.join(table_path, f".isolde-staging-{uuid.uuid4().hex}")
+    writer = df.write.mode("errorifexists").format("parquet").option("compression", "snappy")
+    if max_records_per_file:
+        writer = writer.option("maxRecordsPerFile", int(max_records_per_file))
+    if parts:
+        col_names = {c.lower(): c for c in df.columns}
+        writer = writer.partitionBy(*[col_names.get(p.lower(), p) for p in parts])
+    result = WrittenFiles(staged_paths=[staging])
+    try:
+        writer.save(staging)
+        moved = []
+        for root, dirs, names in os.walk(staging):
+            dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+            for name in names:
+                if name.startswith((".", "_")) or not name.endswith(".parquet"):
+                    continue
+                src = os.path.join(root, name)
+                rel_dir = os.path.relpath(root, staging)
+                rel_dir = "" if rel_dir == "." else rel_dir
+                pvalues = {}
+                if rel_dir:
+                    for seg in rel_dir.split(os.sep):
+                        key, _, value = seg.partition("=")
+                        value = _hive_unescape(value)
+                        pvalues[key] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
+                pvalues = {p: pvalues.get(p, pvalues.get(next((k for k in pvalues if k.lower() == p.lower()), p)))
+                           for p in parts}
+                dest_dir = os.path.join(table_path, rel_dir) if rel_dir else table_path
+                os.makedirs(dest_dir, exist_ok=True)
+                dest = os.path.join(dest_dir, name)
+                os.rename(src, dest)
+                moved.append(dest)
+                result.staged_paths.append(dest)
+                if file_stats is not None:
+                    num, stats = file_stats(dest)
+                else:  # pragma: no cover
+                    num, stats = None, None
+                if num == 0:
+                    os.remove(dest)
+                    continue
+                st = os.stat(dest)
+                rel = os.path.join(rel_dir, name) if rel_dir else name
+                result.adds.append(AddFile(
+                    path=_rel_to_add_path(rel.replace(os.sep, "/")),
+                    partition_values=pvalues,
+                    size=st.st_size,
+                    modification_time=int(st.st_mtime * 1000),
+                    data_change=data_change,
+                    stats=stats,
+                ))
+                result.num_rows += num or 0
+                result.num_bytes += st.st_size
+    except BaseException:
+        for p in result.staged_paths:
+            if os.path.isdir(p):
+                shutil.rmtree(p, ignore_errors=True)
+            elif os.path.exists(p):
+                os.remove(p)
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    result.staged_paths = [p for p in result.staged_paths if p != staging]
+    return result

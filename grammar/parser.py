@@ -1,0 +1,189 @@
+"""SQL text -> statement ASTs: ``parse(sql) -> list[Statement]``.
+
+The script is split at top-level ``;`` (``splitter.py``); each statement is parsed in
+place (a lark ``TextSlice`` of the whole input, so every position is already relative to
+the whole input) by one LALR parser built once per process from ``isolde.lark``. The
+lexer (``lexer.py``) cuts expression and query slots; ``transformer.py``'s callbacks
+build the AST as the parser reduces (no parse tree) and hand slots to sqlglot
+(``slots.py``).
+
+Every failure is an :class:`isolde.errors.ParseError` with line/column in the whole
+input, the offending token, the expected tokens in words and a caret excerpt.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from lark import Lark, Token
+from lark.exceptions import UnexpectedInput, UnexpectedToken
+from lark.lexer import PatternStr
+from lark.parsers.lalr_analysis import Shift
+from lark.utils import TextSlice
+
+from isolde.errors import ParseError
+
+from .ast import Select, Statement
+from .lexer import QUERY_START, SLOTS, SqlLexer, SqlLexerError, shifts
+from .slots import error_at, query
+from .splitter import StatementText, split_statements
+from .transformer import BUILDER, callbacks
+
+GRAMMAR = Path(__file__).with_name("isolde.lark")
+
+# Nonterminals that, when a state can start them, are named instead of their tokens.
+_PHRASES = {
+    "table_or_path": "a table name or path",
+    "table": "a table name",
+    "source_table": "a table name",
+    "data_type": "a data type",
+    "column_path": "a column name",
+    "property_key": "a property key",
+    "config_key": "a configuration key",
+    "identifier": "a name",
+}
+_TERMINALS = {
+    "SOUP": "an expression",
+    "QUERY": "a query",
+    "RAW": "a value",
+    "STRING": "a string",
+    "NUMBER": "a number",
+    "IDENT": "a name",
+    "BQUOTED": "a name",
+    "EXPLAIN_MODE": "an EXPLAIN mode",
+    "$END": "end of input",
+}
+
+
+@functools.cache
+def _parser() -> Lark:
+    lark = Lark(
+        GRAMMAR.read_text(),
+        parser="lalr",
+        lexer="contextual",
+        cache=True,  # the grammar analysis, in the temp dir, keyed by grammar and options
+        keep_all_tokens=True,  # callbacks see keyword tokens: spans start at them
+        maybe_placeholders=False,
+        transformer=callbacks(),
+        _plugins={"ContextualLexer": SqlLexer},
+    )
+    frontend = lark.parser
+    frontend.lexer.bind(frontend.parser._parse_table.states)
+    return lark
+
+
+@functools.cache
+def _words() -> dict[str, str]:
+    """Terminal name -> how an error message says it: 'SET' -> "'SET'", LPAR -> "'('"."""
+    words = dict(_TERMINALS)
+    for t in _parser().terminals:
+        if isinstance(t.pattern, PatternStr):
+            words[t.name] = f"'{t.pattern.value.upper()}'"
+    return words
+
+
+def parse(sql: str) -> list[Statement]:
+    """Parse one or many ';'-separated statements; spans are offsets into ``sql``."""
+    if not isinstance(sql, str):
+        raise error_at("", 0, f"SQL text must be a string, not {type(sql).__name__}")
+    lark = _parser()
+    BUILDER.text = sql
+    statements = []
+    for piece in _pieces(sql):
+        end = piece.start + len(piece.text)
+        try:
+            if QUERY_START.match(sql, piece.start, end):  # a query is one slot: skip lark
+                statements.append(_select(sql, piece, end))
+                continue
+            statements.append(lark.parse(TextSlice(sql, piece.start, end)).value)
+        except UnexpectedInput as e:
+            raise _at_statement(_syntax_error(sql, e, end), piece) from None
+        except ParseError as e:
+            raise _at_statement(e, piece)
+        except Exception as e:  # a bug; still only ParseError leaves parse()
+            raise _at_statement(error_at(sql, piece.start, f"cannot build the statement: {e!r}"), piece) from e
+    return statements
+
+
+def _at_statement(error: ParseError, piece: StatementText) -> ParseError:
+    """Record the line where the failing statement starts (for script runners)."""
+    error.statement_line = piece.line
+    return error
+
+
+def _select(sql: str, piece: StatementText, end: int) -> Select:
+    """What the grammar's ``select: QUERY`` rule builds, without running the parser."""
+    last_line = piece.line + piece.text.count("\n")
+    column = piece.start - sql.rfind("\n", 0, piece.start)
+    end_column = end - sql.rfind("\n", 0, end) if last_line != piece.line else column + len(piece.text)
+    token = Token("QUERY", piece.text, piece.start, piece.line, column, last_line, end_column, end)
+    q = query(sql, token)
+    return Select(q, span=q.span, text=piece.text)
+
+
+def _pieces(sql: str):
+    """split_statements, short-cut for the usual single statement without comments."""
+    if ";" in sql or "--" in sql or "/*" in sql:
+        return split_statements(sql)
+    stripped = sql.lstrip()
+    text = stripped.rstrip()
+    if not text:
+        return []
+    start = len(sql) - len(stripped)
+    return [StatementText(text, start, sql.count("\n", 0, start) + 1)]
+
+
+def _syntax_error(sql: str, e: UnexpectedInput, end: int) -> ParseError:
+    if isinstance(e, UnexpectedToken):
+        token = e.token
+        at_end = token.type == "$END"
+        offset = end if at_end else token.start_pos
+        text = None if at_end else str(token)
+        description = "unexpected end of input" if at_end else f"unexpected {text!r}"
+        expected = _expected(e.expected, e.state)
+    elif isinstance(e, SqlLexerError):
+        return error_at(sql, e.pos_in_stream, e.description, sql[e.pos_in_stream])
+    else:
+        offset = e.pos_in_stream
+        text = sql[offset]
+        description = f"unexpected character {text!r}"
+        expected = _expected(e.allowed or (), e.state)
+    if expected:
+        description += f", expected {_join(expected)}"
+    return error_at(sql, offset, description, text, expected)
+
+
+def _expected(terminals, parser_state) -> list[str]:
+    """Readable expected tokens: those the parser would really shift here (LALR lists
+    merged lookaheads), with a phrase instead of the name tokens where a name fits."""
+    words = _words()
+    states = _parser().parser.parser._parse_table.states
+    stack = list(parser_state.state_stack)
+    terminals = [t for t in (*terminals, *SLOTS) if shifts(states, stack, t)]
+    while True:  # the state that would shift a name: reduce until there
+        gotos = states[stack[-1]]
+        action = gotos.get("IDENT")
+        if action is None or action[0] is Shift:
+            break
+        rule = action[1]
+        if rule.expansion:
+            del stack[-len(rule.expansion) :]
+        stack.append(states[stack[-1]][rule.origin.name][1])
+    out = [phrase for rule, phrase in _PHRASES.items() if rule in gotos][:1]
+    if out:  # the phrase covers identifier tokens and the keywords usable as names
+        covered = {"IDENT", "BQUOTED"} | _non_reserved()
+        terminals = [t for t in terminals if t not in covered]
+    out += sorted({words.get(t, t) for t in terminals} - set(out))
+    return list(dict.fromkeys(out))
+
+
+@functools.cache
+def _non_reserved() -> frozenset:
+    rules = _parser().rules
+    return frozenset(r.expansion[0].name for r in rules if r.origin.name == "non_reserved")
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+

@@ -1,0 +1,66 @@
+"""Split a script into statements, and tell whether a REPL buffer is complete.
+
+Pure and lark-free, so the REPL can call ``is_complete`` on every keystroke. The lexical
+rules are the grammar's (``isolde.lark``; the slot scanner in ``lexer.py`` imports the
+patterns below), so a ``;`` separates statements exactly where the parser would see one:
+never inside '...', "...", r'...', `...`, ``--`` or ``/* */`` (block comments do not
+nest). Strings escape with a backslash (raw strings do not); a doubled quote ('it''s')
+is two adjacent literals, which splits the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+STRING_LITERAL = r"(?<![\w$])[rR]'[^']*'|(?<![\w$])[rR]\"[^\"]*\"|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
+BACKQUOTED = r"`(?:[^`]|``)*`"
+STRING = f"{STRING_LITERAL}|{BACKQUOTED}"
+COMMENT = r"--[^\n]*|/\*.*?\*/"
+# Tried only where STRING / COMMENT failed: an open quote or comment running to the end.
+UNTERMINATED = r"""['"`].*|/\*.*"""
+
+_SCAN = re.compile(
+    rf"(?P<skip>\s+|{COMMENT})|(?P<semi>;)|{STRING}|(?P<open>{UNTERMINATED})|[^\s;'\"`/rR-]+|.", re.S
+)
+
+
+@dataclass(frozen=True)
+class StatementText:
+    """One statement of a script: its text (no ';', no surrounding blanks or comments)."""
+
+    text: str
+    start: int  # offset of text[0] in the script
+    line: int  # 1-based line of text[0]
+
+
+def split_statements(text: str) -> list[StatementText]:
+    """Statements of ``text`` separated by ``;`` outside quotes and comments; blank or
+    comment-only pieces are dropped."""
+    out = []
+    first = last = -1
+    for m in _SCAN.finditer(text):
+        kind = m.lastgroup
+        if kind == "skip":
+            continue
+        if kind == "semi":
+            if first >= 0:
+                out.append(StatementText(text[first:last], first, text.count("\n", 0, first) + 1))
+            first = -1
+            continue
+        if first < 0:
+            first = m.start()
+        last = m.end()
+    if first >= 0:
+        out.append(StatementText(text[first:last], first, text.count("\n", 0, first) + 1))
+    return out
+
+
+def is_complete(text: str) -> bool:
+    """True when the last content of ``text`` (ignoring blanks and comments) is a ``;``
+    outside quotes and comments, i.e. the buffer can be run as it is."""
+    last = None
+    for m in _SCAN.finditer(text):
+        if m.lastgroup != "skip":
+            last = m.lastgroup
+    return last == "semi"

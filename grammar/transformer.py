@@ -1,0 +1,366 @@
+"""Parser callbacks: each grammar rule's value, made as the LALR parser reduces it (no
+parse tree is built), found by table lookup on the rule name.
+
+Every child of a statement (and of a column definition, MERGE clause, identity spec) is
+a :class:`Clause` naming the dataclass field it fills, so one builder makes every node:
+``Node(**fields)``; a clause given twice is a ParseError (``REPEATED`` fields collect
+instead). Rules that yield plain values (names, types, properties) are one-liners in
+``VALUES``. Named terminals are converted by ``TOKENS``; keyword tokens only give their
+rule its span and are then dropped.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from types import SimpleNamespace
+from typing import Any, NamedTuple
+
+from . import ast as a
+from .slots import error_at, expression, query, table_ref
+
+
+class Clause(NamedTuple):
+    field: str
+    value: Any
+    meta: Any
+
+
+# rule -> (node class, constant fields, renamed fields)
+STATEMENTS = {
+    "select": (a.Select, {}, {}),
+    "insert": (a.Insert, {}, {}),
+    "update": (a.Update, {}, {}),
+    "delete": (a.Delete, {}, {}),
+    "merge": (a.Merge, {}, {"table": "target"}),
+    "create_table": (a.CreateTable, {}, {}),
+    "replace_table": (a.CreateTable, {"replace": True}, {}),
+    "clone": (a.CloneTable, {"shallow": False}, {}),  # bare CLONE is DEEP, as in Databricks
+    "drop_table": (a.DropTable, {}, {}),
+    "create_database": (a.CreateDatabase, {}, {}),
+    "drop_database": (a.DropDatabase, {}, {}),
+    "use": (a.Use, {}, {}),
+    "show_tables": (a.ShowTables, {}, {}),
+    "set_tblproperties": (a.SetTblProperties, {}, {}),
+    "unset_tblproperties": (a.UnsetTblProperties, {}, {}),
+    "add_columns": (a.AddColumns, {}, {}),
+    "drop_feature": (a.DropFeature, {}, {}),
+    "alter_cluster_by": (a.AlterClusterBy, {}, {"cluster_by": "columns"}),
+    "sync_identity": (a.SyncIdentity, {}, {}),
+    "add_constraint": (a.AddConstraint, {}, {}),
+    "drop_constraint": (a.DropConstraint, {}, {}),
+    "optimize": (a.Optimize, {}, {}),
+    "reorg": (a.Reorg, {}, {}),
+    "vacuum": (a.Vacuum, {}, {}),
+    "restore": (a.Restore, {}, {}),
+    "describe_history": (a.DescribeHistory, {}, {}),
+    "describe_detail": (a.DescribeDetail, {}, {}),
+    "describe_table": (a.DescribeTable, {}, {}),
+    "show_tblproperties": (a.ShowTblProperties, {}, {}),
+    "convert": (a.ConvertToDelta, {}, {}),
+    "set_config": (a.SetConfig, {}, {}),
+    "reset_config": (a.ResetConfig, {}, {}),
+    "explain": (a.Explain, {}, {}),
+}
+
+# rule -> (node class, constant fields, field of the parent it fills)
+NODES = {
+    "when_matched": (a.WhenMatched, {}, "clauses"),
+    "when_not_matched": (a.WhenNotMatched, {}, "clauses"),
+    "when_not_matched_by_source": (a.WhenNotMatchedBySource, {}, "clauses"),
+    "update_star": (a.UpdateAction, {"star": True}, "action"),
+    "update_set": (a.UpdateAction, {}, "action"),
+    "delete_action": (a.DeleteAction, {}, "action"),
+    "insert_star": (a.InsertAction, {"star": True}, "action"),
+    "insert_values": (a.InsertAction, {}, "action"),
+    "identity_always": (a.IdentitySpec, {"always": True}, "identity"),
+    "identity_by_default": (a.IdentitySpec, {"always": False}, "identity"),
+}
+
+REPEATED = {"clauses"}
+
+# rule -> (field, value from (builder, meta, children)); ``c`` is the children list
+CLAUSES = {
+    "query": ("query", lambda b, m, c: c[0]),
+    "source": ("source", lambda b, m, c: c[0]),
+    "source_query": ("source", lambda b, m, c: query(b.text, c[0])),
+    "source_table": ("source", lambda b, m, c: b._time_travel(c)),
+    "table": ("table", lambda b, m, c: table_ref(tuple(c), b.text[m.end_pos - 1] == "`", span=b._span(m))),
+    "convert_source": ("table", lambda b, m, c: b._parquet_path(c[0].value, m)),
+    "path": ("table", lambda b, m, c: a.TableRef(path=c[0], span=b._span(m))),
+    "overwrite": ("overwrite", lambda b, m, c: True),
+    "partition": ("partition", lambda b, m, c: tuple(c)),
+    "insert_columns": ("columns", lambda b, m, c: tuple(".".join(p) for p in c)),
+    "by_name": ("by_name", lambda b, m, c: True),
+    "replace_where": ("replace_where", lambda b, m, c: b._expr(c[0])),
+    "alias": ("alias", lambda b, m, c: c[0]),
+    "target_alias": ("target_alias", lambda b, m, c: c[0]),
+    "source_alias": ("source_alias", lambda b, m, c: c[0]),
+    "assignments": ("assignments", lambda b, m, c: tuple(c)),
+    "where": ("where", lambda b, m, c: b._expr(c[0])),
+    "optimize_where": ("where", lambda b, m, c: b._expr(c[0])),
+    "reorg_where": ("where", lambda b, m, c: b._expr(c[0])),
+    "schema_evolution": ("schema_evolution", lambda b, m, c: True),
+    "on": ("on", lambda b, m, c: b._expr(c[0])),
+    "condition": ("condition", lambda b, m, c: b._expr(c[0])),
+    "values": ("values", lambda b, m, c: tuple(map(b._expr, c))),
+    "or_replace": ("or_replace", lambda b, m, c: True),
+    "if_not_exists": ("if_not_exists", lambda b, m, c: True),
+    "if_exists": ("if_exists", lambda b, m, c: True),
+    "column_defs": ("columns", lambda b, m, c: tuple(c)),
+    "new_columns": ("columns", lambda b, m, c: tuple(c)),
+    "using": ("using", lambda b, m, c: c[0]),
+    "partitioned_by": ("partitioned_by", lambda b, m, c: tuple(c)),
+    "cluster_by": ("cluster_by", lambda b, m, c: tuple(".".join(p) for p in c)),
+    "cluster_by_none": ("columns", lambda b, m, c: ()),
+    "location": ("location", lambda b, m, c: c[0]),
+    "comment": ("comment", lambda b, m, c: c[0]),
+    "tblproperties": ("properties", lambda b, m, c: c[0]),
+    "as_query": ("query", lambda b, m, c: c[0]),
+    "not_null": ("nullable", lambda b, m, c: False),
+    "generated_as": ("generated_as", lambda b, m, c: b._expr(c[0])),
+    "default": ("default", lambda b, m, c: b._expr(c[0])),
+    "start_with": ("start", lambda b, m, c: c[0]),
+    "increment_by": ("increment", lambda b, m, c: c[0]),
+    "shallow": ("shallow", lambda b, m, c: True),
+    "deep": ("shallow", lambda b, m, c: False),
+    "version_as_of": ("version", lambda b, m, c: int(c[0])),
+    "timestamp_as_of": ("timestamp", lambda b, m, c: b._expr(c[0])),
+    "name": ("name", lambda b, m, c: ".".join(c)),
+    "cascade": ("cascade", lambda b, m, c: True),
+    "restrict": ("cascade", lambda b, m, c: False),
+    "in_database": ("database", lambda b, m, c: c[0].value),
+    "like": ("pattern", lambda b, m, c: c[0]),
+    "property_keys": ("keys", lambda b, m, c: tuple(c)),
+    "feature_name": ("feature", lambda b, m, c: c[0]),
+    "truncate_history": ("truncate_history", lambda b, m, c: True),
+    "sync_column": ("column", lambda b, m, c: c[0]),
+    "constraint_name": ("name", lambda b, m, c: c[0]),
+    "check": ("check", lambda b, m, c: b._expr(c[0])),
+    "full": ("full", lambda b, m, c: True),
+    "zorder_by": ("zorder_by", lambda b, m, c: tuple(".".join(p) for p in c)),
+    "purge": ("purge", lambda b, m, c: True),
+    "iceberg_version": ("iceberg_compat_version", lambda b, m, c: int(c[0])),
+    "retain": ("retain_hours", lambda b, m, c: float(c[0])),
+    "dry_run": ("dry_run", lambda b, m, c: True),
+    "vacuum_mode": ("mode", lambda b, m, c: b._source(m).upper()),
+    "limit": ("limit", lambda b, m, c: int(c[0])),
+    "extended": ("extended", lambda b, m, c: True),
+    "shown_key": ("key", lambda b, m, c: c[0]),
+    "no_statistics": ("no_statistics", lambda b, m, c: True),
+    "convert_partitioned_by": ("partitioned_by", lambda b, m, c: tuple(c)),
+    "config_key": ("key", lambda b, m, c: ".".join(c)),
+    "config_value": ("value", lambda b, m, c: c[0]),
+    "explain_mode": ("mode", lambda b, m, c: c[0].upper()),
+}
+
+# rule -> plain value from (builder, meta, children)
+VALUES = {
+    "identifier": lambda b, m, c: c[0],
+    "non_reserved": lambda b, m, c: b._source(m),
+    "column_path": lambda b, m, c: tuple(c),
+    "partition_value": lambda b, m, c: a.PartitionValue(c[0], b._expr(c[1]) if len(c) > 1 else None, span=b._span(m)),
+    "partition_column": lambda b, m, c: c[0],
+    "assignment": lambda b, m, c: a.Assignment(c[0], b._expr(c[1]), span=b._span(m)),
+    "column_def": lambda b, m, c: b._node(a.ColumnDef, m, c[2:], {"name": c[0], "data_type": c[1]}),
+    "convert_column": lambda b, m, c: a.ColumnDef(c[0], c[1], span=b._span(m)),
+    "identity_options": lambda b, m, c: c,
+    "signed_int": lambda b, m, c: int("".join(c)),
+    "simple_type": lambda b, m, c: c[0].upper() + (f"({','.join(c[1:])})" if len(c) > 1 else ""),
+    "generic_type": lambda b, m, c: f"{c[0].upper()}<{', '.join(c[1:])}>",
+    "struct_type": lambda b, m, c: f"{c[0].upper()}<{', '.join(c[1:])}>",
+    "struct_field": lambda b, m, c: b._struct_field(c),
+    "properties": lambda b, m, c: tuple(c),
+    "property": lambda b, m, c: a.Property(c[0], c[1] if len(c) > 1 else None, span=b._span(m)),
+    "property_key": lambda b, m, c: c[0] if isinstance(c[0], str) else ".".join(c[0]),
+    "property_value": lambda b, m, c: "".join(c),
+}
+
+_ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a", "%": "\\%", "_": "\\_"}
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.S)
+
+
+def unquote(literal: str) -> str:
+    """A Spark string literal's value: quotes removed, backslash escapes applied
+    (none in raw strings r'..')."""
+    if literal[0] in "rR":
+        return literal[2:-1]
+    body = literal[1:-1]
+    if "\\" not in body:
+        return body
+    return _ESCAPE.sub(lambda m: chr(int(m[1][1:], 16)) if len(m[1]) == 5 else _ESCAPES.get(m[1], m[1]), body)
+
+
+class Pos:
+    """A rule's value with its extent in the source (what lark's Meta holds, but cheaper:
+    no parse tree is built, each rule's value is made as the parser reduces it)."""
+
+    __slots__ = ("value", "start_pos", "end_pos", "line", "column", "end_line", "end_column")
+
+
+class Builder(threading.local):
+    """Per-thread state of the parse in progress: ``text`` is the whole input (spans and
+    slot slices are offsets into it)."""
+
+    text = ""
+
+    # ------------------------------------------------------------------ helpers
+
+    def _source(self, meta) -> str:
+        return self.text[meta.start_pos : meta.end_pos]
+
+    def _span(self, meta) -> a.Span:
+        return a.Span(meta.start_pos, meta.end_pos, meta.line, meta.column, meta.end_line, meta.end_column)
+
+    def _fields(self, cls, clauses, constants, renames=None) -> dict:
+        """Clauses -> keyword arguments; a clause given twice is a ParseError."""
+        out = dict(constants)
+        seen = {}
+        for clause in clauses:
+            name = renames.get(clause.field, clause.field) if renames else clause.field
+            if name in REPEATED:
+                out[name] = out.get(name, ()) + (clause.value,)
+            elif name in seen:
+                raise self._error(clause.meta, f"{self._keyword(clause.meta)} is given twice")
+            else:
+                seen[name] = clause
+                out[name] = clause.value
+        return out
+
+    def _node(self, cls, meta, clauses, constants):
+        flat = [c for item in clauses for c in (item if isinstance(item, list) else [item])]
+        return cls(**self._fields(cls, flat, constants), span=self._span(meta))
+
+    def _keyword(self, meta) -> str:
+        """The leading keyword(s) of a clause, for messages: 'PARTITIONED BY', 'LOCATION'."""
+        words = re.match(r"[A-Za-z_]+(?:\s+(?:BY|RUN|AS|NULL|HISTORY)\b)?", self._source(meta), re.I)
+        return " ".join(words.group().upper().split()) if words else self._source(meta)
+
+    def _error(self, meta, description: str):
+        return error_at(self.text, meta.start_pos, description, self._keyword(meta))
+
+    def _expr(self, token) -> a.Expr:
+        return expression(self.text, token)
+
+    def _time_travel(self, children):
+        table, *travel = children
+        fields = {c.field: c.value for c in travel}
+        return a.TableRef(table.value.parts, table.value.path, span=table.value.span, **fields)
+
+    def _parquet_path(self, table: a.TableRef, meta) -> a.TableRef:
+        """CONVERT TO DELTA parquet.`/path` names files, not a table."""
+        parts = table.parts
+        if len(parts) == 2 and parts[0].lower() == "parquet" and self.text[meta.end_pos - 1] == "`":
+            return a.TableRef(path=parts[1], span=table.span)
+        return table
+
+    def _struct_field(self, c) -> str:
+        name, data_type, *options = c
+        text = f"{name}: {data_type}"
+        for option in options:
+            text += " NOT NULL" if option.field == "nullable" else f" COMMENT '{option.value}'"
+        return text
+
+
+# ---------------------------------------------------------------------- Spark's rules
+
+
+def _check_merge(builder: Builder, children, meta):
+    """At least one WHEN; only the last clause of each kind may omit its condition; no
+    ``*`` actions for WHEN NOT MATCHED BY SOURCE."""
+    whens = [c for c in children if c.field == "clauses"]
+    if not whens:
+        raise error_at(builder.text, meta.end_pos, "MERGE needs at least one WHEN clause", None, ("'WHEN'",))
+    last_of_kind = {type(c.value): c for c in whens}
+    for clause in whens:
+        node = clause.value
+        if node.condition is None and last_of_kind[type(node)] is not clause:
+            raise builder._error(
+                clause.meta, "only the last WHEN clause of each kind may omit its condition (add AND <condition>)"
+            )
+        if isinstance(node, a.WhenNotMatchedBySource) and getattr(node.action, "star", False):
+            raise error_at(
+                builder.text, node.action.span.start, "WHEN NOT MATCHED BY SOURCE cannot use UPDATE SET *", "UPDATE"
+            )
+
+
+def _check_create(builder: Builder, children, meta):
+    """A table is partitioned or clustered, not both; OR REPLACE contradicts IF NOT EXISTS."""
+    layout = [c for c in children if c.field in ("partitioned_by", "cluster_by")]
+    if len({c.field for c in layout}) == 2:
+        raise builder._error(layout[-1].meta, "PARTITIONED BY and CLUSTER BY cannot be used together")
+    flags = {c.field: c for c in children if c.field in ("or_replace", "if_not_exists")}
+    if len(flags) == 2:
+        raise builder._error(flags["if_not_exists"].meta, "OR REPLACE and IF NOT EXISTS cannot be used together")
+
+
+CHECKS = {"merge": _check_merge, "create_table": _check_create, "replace_table": _check_create, "clone": _check_create}
+
+
+TOKENS = {  # named terminals kept as values (keywords and punctuation are dropped)
+    "SOUP": lambda t: t,  # parsed by the rule that knows the slot: _expr() or query()
+    "QUERY": lambda t: query(BUILDER.text, t),
+    "RAW": str,
+    "IDENT": str,
+    "BQUOTED": lambda t: t[1:-1].replace("``", "`"),
+    "STRING": unquote,
+    "NUMBER": str,
+    "MINUS": str,
+    "EXPLAIN_MODE": str,
+}
+
+BUILDER = Builder()
+
+
+def _statement(rule):
+    cls, constants, renames = STATEMENTS[rule]
+    check = CHECKS.get(rule)
+
+    def build(b, m, c):
+        if rule == "explain":
+            c = [v if isinstance(v, Clause) else Clause("statement", v, m) for v in c]
+        if check:
+            check(b, c, m)
+        return cls(**b._fields(cls, c, constants, renames), span=b._span(m), text=b._source(m))
+
+    return build
+
+
+def _clause(field, value):
+    return lambda b, m, c: Clause(field, value(b, m, c), m)
+
+
+def _node(cls, constants, field):
+    return lambda b, m, c: Clause(field, b._node(cls, m, c, constants), m)
+
+
+HANDLERS = {
+    "start": lambda b, m, c: c[0],
+    **VALUES,
+    **{rule: _clause(*spec) for rule, spec in CLAUSES.items()},
+    **{rule: _node(*spec) for rule, spec in NODES.items()},
+    **{rule: _statement(rule) for rule in STATEMENTS},
+}
+
+
+def _callback(handler):
+    def callback(children):
+        pos = Pos()
+        first, last = children[0], children[-1]
+        pos.start_pos, pos.line, pos.column = first.start_pos, first.line, first.column
+        pos.end_pos, pos.end_line, pos.end_column = last.end_pos, last.end_line, last.end_column
+        values = []
+        for child in children:
+            if type(child) is Pos:
+                values.append(child.value)
+            elif child.type in TOKENS:
+                values.append(TOKENS[child.type](child))
+        pos.value = handler(BUILDER, pos, values)
+        return pos
+
+    return callback
+
+
+def callbacks() -> SimpleNamespace:
+    """The parser's reduce callbacks (lark ``transformer=``), one per rule."""
+    return SimpleNamespace(**{rule: _callback(handler) for rule, handler in HANDLERS.items()})

@@ -1,0 +1,362 @@
+"""Running statements and showing their results: shared by the REPL and the script runner.
+
+``SessionHolder`` opens the Session (``isolde.connect``) in a background thread so the
+prompt never waits for Spark; ``Runner`` splits text into statements, runs them one by one
+(in a worker thread when interactive, so Ctrl-C can cancel the Spark job and a progress
+bar can be drawn), and prints results, commit lines and errors.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Callable, Optional, TextIO
+
+import isolde
+from isolde.repl import formatting, statements
+from isolde.repl.config import Settings, config_path
+from isolde.repl.progress import StatusLine, read_stages, render_progress, spinner_frame
+
+DDL_WORDS = {"CREATE", "DROP", "ALTER", "REPLACE", "CONVERT", "USE", "RESTORE"}
+
+
+class SessionHolder:
+    """The Session, opened in the background (``start_background``) or on first ``get``."""
+
+    def __init__(self, connect_kwargs: dict | None = None, factory: Callable[..., Any] | None = None):
+        self.connect_kwargs = dict(connect_kwargs or {})
+        self.factory = factory or isolde.connect
+        self._session: Any = None
+        self._error: Optional[BaseException] = None
+        self._ready = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._lock = threading.Lock()
+        self.started_at: Optional[float] = None
+        self.ready_after: Optional[float] = None
+        self.on_ready: list[Callable[[Any], None]] = []
+
+    def start_background(self) -> None:
+        with self._lock:
+            if self._thread is None:
+                self.started_at = time.perf_counter()
+                self._thread = threading.Thread(target=self._open, name="isolde-spark-start", daemon=True)
+                self._thread.start()
+
+    def _open(self) -> None:
+        try:
+            session = self.factory(**self.connect_kwargs)
+            starter = getattr(session, "start", None)
+            if callable(starter):
+                starter()
+            waiter = getattr(session, "wait_ready", None)
+            if callable(waiter):
+                waiter()
+            self._session = session
+        except BaseException as exc:  # noqa: BLE001 - reported on first use
+            self._error = exc
+        finally:
+            self.ready_after = time.perf_counter() - (self.started_at or time.perf_counter())
+            self._ready.set()
+        if self._session is not None:
+            for callback in list(self.on_ready):
+                try:
+                    callback(self._session)
+                except Exception:
+                    pass
+
+    @property
+    def ready(self) -> bool:
+        return self._ready.is_set() and self._session is not None
+
+    def peek(self) -> Any:
+        return self._session if self._ready.is_set() else None
+
+    def get(self, on_wait: Callable[[float], None] | None = None) -> Any:
+        """The ready Session; calls ``on_wait(elapsed)`` about every 0.1 s while Spark starts."""
+        self.start_background()
+        began = time.perf_counter()
+        while not self._ready.wait(0.1):
+            if on_wait is not None:
+                on_wait(time.perf_counter() - began)
+        if self._error is not None:
+            raise self._error
+        return self._session
+
+    def close(self) -> None:
+        session = self.peek()
+        if session is not None and hasattr(session, "close"):
+            try:
+                session.close()
+            except Exception:
+                pass
+
+
+class Cancelled(Exception):
+    pass
+
+
+def cancel_jobs(session: Any) -> None:
+    """Ctrl-C: ``session.cancel()`` (the statement's job group), and, because a query's rows
+    are collected after ``execute`` returned (outside its job group), every job of this
+    process's SparkContext -- the REPL runs one statement at a time."""
+    try:
+        session.cancel()
+    except Exception:
+        pass
+    try:
+        spark = getattr(session, "spark", None) if getattr(session, "ready", False) else None
+        if spark is not None:
+            spark.sparkContext.cancelAllJobs()
+    except Exception:
+        pass
+
+
+class Rows:
+    """A query result cut to the REPL's ``max_rows`` (``truncated`` when more rows exist)."""
+
+    def __init__(self, columns: list, rows: list, message: Optional[str] = None, truncated: bool = False):
+        self.columns = columns
+        self.rows = rows
+        self.message = message
+        self.truncated = truncated
+
+
+def materialize(result: Any, max_rows: int = 0) -> Any:
+    """Collect a query's rows now (a lazy result runs its Spark job on first ``rows``), so
+    the job runs where progress is shown and Ctrl-C can cancel it. With ``max_rows``, a
+    result backed by a DataFrame fetches at most max_rows + 1 rows."""
+    if result is None or formatting.is_commit(result) or not hasattr(result, "rows"):
+        return result
+    df = getattr(result, "df", None)
+    if max_rows and df is not None and hasattr(df, "limit"):
+        try:
+            rows = [tuple(r) for r in df.limit(max_rows + 1).collect()]
+        except Exception:
+            result.rows  # noqa: B018 - re-raises the error the facade's way (translated)
+            return result
+        return Rows(list(result.columns), rows[:max_rows], getattr(result, "message", None), len(rows) > max_rows)
+    result.rows  # noqa: B018 - the property does the work
+    return result
+
+
+class Runner:
+    """Runs statement text and writes what happened.
+
+    ``interactive``: worker thread + Ctrl-C cancel + progress + pager + confirmation.
+    ``on_error``: 'stop' (default) or 'continue' between statements of one text."""
+
+    def __init__(self, holder: SessionHolder, settings: Settings, out: TextIO | None = None,
+                 err: TextIO | None = None, *, interactive: bool = False, color: bool = False,
+                 on_error: str = "stop", confirm: Callable[[str], bool] | None = None,
+                 progress: bool = False, pager: bool = False, on_ddl: Callable[[], None] | None = None):
+        self.holder = holder
+        self.settings = settings
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.interactive = interactive
+        self.color = color
+        self.on_error = on_error
+        self.confirm = confirm
+        self.progress = progress
+        self.pager = pager
+        self.on_ddl = on_ddl
+        self.failures = 0
+        self.echo_statements = False  # scripts: print each statement before its result (--echo)
+        self.debug = bool(os.environ.get("ISOLDE_DEBUG"))
+
+    # ------------------------------------------------------------------ output
+
+    def echo(self, text: str = "", err: bool = False) -> None:
+        stream = self.err if err else self.out
+        stream.write(text + "\n")
+        stream.flush()
+
+    def show_error(self, exc: BaseException, where: str = "") -> None:
+        text = formatting.format_error(exc, color=self.color, where=where, debug=self.debug)
+        self.echo(text, err=not self.interactive)
+
+    def show_error_text(self, text: str) -> None:
+        self.echo(formatting._paint(text, formatting.BOLD_RED, self.color), err=not self.interactive)
+
+    def _page(self, text: str) -> None:
+        if self.pager and self.settings.pager and self.out.isatty():
+            size = shutil.get_terminal_size((80, 24))
+            lines = text.count("\n") + 1
+            too_wide = any(len(line) > size.columns for line in text.splitlines()[:200])
+            if lines > size.lines - 2 or too_wide:
+                try:
+                    env = dict(os.environ)
+                    env.setdefault("LESS", "")
+                    subprocess.run(shlex.split(self.settings.pager), input=text + "\n", text=True, env=env,
+                                   check=False)
+                    return
+                except (OSError, ValueError):
+                    pass
+        self.echo(text)
+
+    def show_result(self, result: Any, elapsed: float | None) -> None:
+        fmt = self.settings.effective_format
+        timing = elapsed if (self.settings.timing and elapsed is not None) else None
+        body, status = formatting.format_result(result, fmt, timing, footer=True)
+        if body:
+            self._page(body)
+        if getattr(result, "truncated", False):
+            note = (f"(only the first {len(result.rows)} rows are shown: max_rows in {config_path()}; "
+                    f"use LIMIT, or -e / -f for everything)")
+            self.echo(formatting._paint(note, formatting.YELLOW, self.color))
+        if status:
+            # csv/json bodies stay machine-readable: their status lines go to stderr off a terminal
+            to_err = not self.interactive and fmt in ("csv", "json")
+            paint = formatting.GREEN if formatting.is_commit(result) else formatting.DIM
+            self.echo(formatting._paint(status, paint, self.color), err=to_err)
+
+    # ------------------------------------------------------------------ running
+
+    def session(self) -> Any:
+        status = StatusLine(self.out) if (self.interactive and self.progress) else None
+
+        def waiting(elapsed: float) -> None:
+            if status is not None and elapsed > 0.2:
+                status.show(spinner_frame(elapsed, "starting Spark…"))
+
+        try:
+            return self.holder.get(on_wait=waiting)
+        finally:
+            if status is not None:
+                status.clear()
+
+    def run_text(self, text: str, source: str | None = None) -> bool:
+        """Run every statement of ``text``. Returns True when all succeeded."""
+        try:
+            pieces = statements.split_statements(text)
+        except Exception as exc:  # a splitter error is reported like a statement error
+            self.failures += 1
+            self.show_error(exc, where=f"{source}: " if source else "")
+            return False
+        ok = True
+        for piece in pieces:
+            start = getattr(piece, "start", None)
+            column = 1
+            if isinstance(start, int) and 0 <= start <= len(text):
+                column = start - (text.rfind("\n", 0, start) + 1) + 1
+            if not self.run_statement(piece.text, line=getattr(piece, "line", 1), source=source, column=column,
+                                      script=text):
+                ok = False
+                if self.on_error == "stop":
+                    break
+        return ok
+
+    def run_statement(self, sql: str, line: int = 1, source: str | None = None, column: int = 1,
+                      script: str | None = None) -> bool:
+        where = ""
+        try:
+            if self.interactive and self.confirm is not None and self.settings.confirm_destructive:
+                kind = statements.destructive_without_where(sql)
+                if kind is not None:
+                    question = (f"{kind} without WHERE changes every row of the table. Run it anyway?")
+                    if not self.confirm(question):
+                        self.echo("Not run.")
+                        return True
+            if self.echo_statements:
+                lines = sql.splitlines() or [""]
+                shown = ["isolde> " + lines[0]] + ["     -> " + ln for ln in lines[1:]]
+                self.echo("\n" + "\n".join(shown) + ";")
+            session = self.session()
+            began = time.perf_counter()
+            result = self._execute(session, sql)
+            elapsed = time.perf_counter() - began
+            self.show_result(result, elapsed)
+            first = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
+            if first in DDL_WORDS and self.on_ddl is not None:
+                self.on_ddl()
+            return True
+        except Cancelled:
+            self.echo("Cancelled.", err=not self.interactive)
+            return False
+        except KeyboardInterrupt:
+            self.echo("Cancelled.", err=not self.interactive)
+            if not self.interactive:
+                raise
+            return False
+        except BaseException as exc:  # noqa: BLE001 - the loop never dies
+            if isinstance(exc, SystemExit):
+                raise
+            self.failures += 1
+            if source is not None:
+                if isinstance(exc, isolde.errors.ParseError) and exc.line:
+                    exc = script_parse_error(exc, sql, line, column, script)
+                    where = f"{source}: "
+                else:
+                    err_line = line
+                    if getattr(exc, "statement_line", None):
+                        err_line = line + int(exc.statement_line) - 1
+                    where = f"{source}, line {err_line}: "
+            self.show_error(exc, where=where)
+            return False
+
+    def _execute(self, session: Any, sql: str) -> Any:
+        if not self.interactive:
+            return materialize(session.execute(sql))
+        box: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                box["result"] = materialize(session.execute(sql), self.settings.max_rows)
+            except BaseException as exc:  # noqa: BLE001
+                box["error"] = exc
+
+        worker = threading.Thread(target=work, name="isolde-statement", daemon=True)
+        began = time.perf_counter()
+        worker.start()
+        status = StatusLine(self.out, shutil.get_terminal_size((80, 24)).columns) if self.progress else None
+        spark = None
+        cancelled = False
+        try:
+            while worker.is_alive():
+                try:
+                    worker.join(0.1)
+                    elapsed = time.perf_counter() - began
+                    after = self.settings.progress_after
+                    if status is not None and after >= 0 and elapsed > after and worker.is_alive():
+                        if spark is None:
+                            spark = getattr(session, "spark", None)
+                        stages = read_stages(spark) if spark is not None else []
+                        status.show(render_progress(stages, elapsed, status.width))
+                except KeyboardInterrupt:
+                    if cancelled:
+                        raise Cancelled() from None  # second Ctrl-C: stop waiting
+                    cancelled = True
+                    if status is not None:
+                        status.clear()
+                    self.echo("Cancelling… (Ctrl-C again to stop waiting)")
+                    cancel_jobs(session)
+        finally:
+            if status is not None:
+                status.clear()
+        if cancelled:
+            raise Cancelled()
+        if "error" in box:
+            raise box["error"]
+        return box.get("result")
+
+
+def script_parse_error(exc: Any, statement: str, line: int, column: int = 1, script: str | None = None) -> Any:
+    """The ParseError of a statement that starts at (``line``, ``column``) of a script,
+    re-addressed to script coordinates (line, column and the caret excerpt's gutter)."""
+    from isolde import errors
+
+    try:
+        abs_line = line + exc.line - 1
+        abs_col = exc.column + (column - 1 if exc.line == 1 else 0)
+        width = len(exc.token) if getattr(exc, "token", None) else 1
+        padded = script if script is not None else "\n" * (abs_line - exc.line) + " " * (column - 1) + statement
+        excerpt = errors.caret_excerpt(padded, abs_line, abs_col, width) if exc.excerpt else ""
+        return errors.ParseError(exc.description, line=abs_line, column=abs_col, token=exc.token,
+                                 expected=exc.expected, excerpt=excerpt, statement_line=line)
+    except Exception:
+        return exc

@@ -1,0 +1,24 @@
+"""Shared pytest set-up for the whole suite.
+
+Everything under ``tests/spark/`` is marked ``spark`` automatically (so ``-m "not spark"``
+gives the fast suite); the one SparkSession lives in ``tests/spark/conftest.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+_SPARK_DIR = os.path.join(os.path.dirname(__file__), "spark")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if str(item.fspath).startswith(_SPARK_DIR + os.sep):
+            item.add_marker(pytest.mark.spark)
