@@ -12,9 +12,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
-# Sets up and runs the main job on the embedded default (local Spark + ./warehouse).
+# Sets up and runs the main job on the embedded default (local Spark + ./warehouse):
+# the REPL on a terminal; examples/quickstart.sql when stdin is not a terminal.
 run: $(STAMP)
-	$(VENV)/bin/isolde --warehouse ./warehouse
+	$(VENV)/bin/isolde --warehouse ./warehouse --default-script examples/quickstart.sql --echo
 
 # Sets up and runs the whole test suite.
 test: $(STAMP)

@@ -5,8 +5,8 @@
 
 Table: id, key, date (partition column, --dates values), v1..v5; written once by delta-rs
 and copied, so both engines start from the same files. Operations, applied in sequence to
-both tables: UPDATE of 1% of the rows (spread over every file), DELETE of 0.1%, MERGE upsert
-of a rows/10 source (half matches, half new). For each: wall time, rows/s, bytes rewritten,
+both tables: UPDATE of 1% of the rows (id % 100 = 0), DELETE of 0.1%, MERGE upsert of a
+rows/100 source (100k rows for 10M; half matches, half new). For each: wall time, rows/s, bytes rewritten,
 the ratio isolde / delta-rs, and a "floor": a plain Spark read + filter + Parquet write of
 the same files isolde rewrote (what copy-on-write cannot beat on this engine). Peak memory:
 the Python driver (getrusage) and the JVM (VmHWM).
@@ -43,12 +43,12 @@ def build_data(rows: int, dates: int, seed: int = 7):
     return table
 
 
-def merge_source(rows: int, dates: int, seed: int = 11):
+def merge_source(rows: int, dates: int, n: int, seed: int = 11):
     import numpy as np
     import pyarrow as pa
 
     rng = np.random.default_rng(seed)
-    n = max(rows // 10, 2)
+    n = max(n, 2)
     existing = rng.choice(rows, n // 2, replace=False).astype(np.int64)
     new = np.arange(rows, rows + (n - n // 2), dtype=np.int64)
     ids = np.concatenate([existing, new])
@@ -105,6 +105,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--dates", type=int, default=10)
+    ap.add_argument("--source-rows", type=int, default=None,
+                    help="MERGE source rows, half matching (default rows/100: 100k for 10M rows)")
     ap.add_argument("--dir", default=None, help="scratch folder (default: a temp dir, removed after)")
     ap.add_argument("--skip-deltalake", action="store_true")
     args = ap.parse_args(argv)
@@ -130,7 +132,7 @@ def main(argv=None) -> int:
         size = sum(os.path.getsize(p) for p in glob.glob(os.path.join(iso_path, "**", "*.parquet"), recursive=True))
         print(f"data: {args.rows:,} rows, {args.dates} partitions, {size / 1e6:.1f} MB Parquet "
               f"(built in {time.perf_counter() - t:.1f} s)")
-        source = merge_source(args.rows, args.dates)
+        source = merge_source(args.rows, args.dates, args.source_rows or max(args.rows // 100, 2))
         spark = get_spark()
         s = isolde.connect(warehouse=wh, spark=spark)
         s.spark.createDataFrame(source.to_pandas()).createOrReplaceTempView("bench_source")

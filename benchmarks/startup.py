@@ -6,6 +6,7 @@ Measures, in a pseudo-terminal (pexpect), exactly what a user sees:
   * bare python:   `python -c pass` (the floor on this machine, for context)
   * import:        `import isolde` + the REPL modules in a fresh interpreter (no pyspark)
   * first prompt:  `python -m isolde` spawned -> "isolde> " on the screen (target < 0.5 s)
+  * CPU to prompt: user+sys CPU seconds of that process until the prompt is drawn (load-independent)
   * first result:  spawned -> `SELECT 1;` typed at the first prompt -> its result on the
                    screen, on a cold JVM (Spark starts in the background meanwhile)
   * -e result:     `isolde -e "SELECT 1"` wall time (cold JVM, no terminal)
@@ -46,6 +47,36 @@ def import_time(env: dict) -> float:
             "print(time.perf_counter() - t)")
     out = subprocess.run([PY, "-c", code], capture_output=True, text=True, env=env, check=True)
     return float(out.stdout.strip())
+
+
+CPU_PROBE = """
+import os, resource, sys
+from isolde.repl import runner
+
+def probe(self):  # called right after the first prompt is drawn (Spark would start here)
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    sys.stderr.write("CPU-TO-PROMPT %.4f\\n" % (u.ru_utime + u.ru_stime))
+    sys.stderr.flush()
+    os._exit(0)
+
+runner.SessionHolder.start_background = probe
+sys.argv = ["isolde", "--warehouse", sys.argv[1]]
+from isolde.repl.cli import main
+main()
+"""
+
+
+def cpu_to_prompt(env: dict, warehouse: str) -> float:
+    """CPU seconds (user + sys, interpreter start included) until the first prompt is drawn:
+    a figure that does not depend on how busy the machine is."""
+    import pexpect
+
+    child = pexpect.spawn(PY, ["-c", CPU_PROBE, warehouse], env=env, encoding="utf-8", timeout=60)
+    try:
+        child.expect(r"CPU-TO-PROMPT ([0-9.]+)")
+        return float(child.match.group(1))
+    finally:
+        child.close(force=True)
 
 
 def first_prompt(env: dict, warehouse: str) -> float:
@@ -94,6 +125,7 @@ def main() -> int:
         bare = [bare_python(env) for _ in range(args.runs)]
         imports = [import_time(env) for _ in range(args.runs)]
         prompts = [first_prompt(env, wh) for _ in range(args.runs)]
+        cpus = [cpu_to_prompt(env, wh) for _ in range(args.runs)]
         results = [first_result(env, wh) for _ in range(args.cold_runs)]
         e_runs = [e_result(env, wh) for _ in range(args.cold_runs)]
     report = {
@@ -101,6 +133,7 @@ def main() -> int:
         "import_s": round(statistics.median(imports), 3),
         "first_prompt_s": round(statistics.median(prompts), 3),
         "first_prompt_max_s": round(max(prompts), 3),
+        "cpu_to_prompt_s": round(statistics.median(cpus), 3),
         "first_result_cold_s": round(statistics.median(r[1] for r in results), 2) if results else None,
         "e_select1_cold_s": round(statistics.median(e_runs), 2) if e_runs else None,
         "runs": args.runs,
@@ -110,6 +143,8 @@ def main() -> int:
     print(f"import isolde + REPL modules  {report['import_s']:.3f} s (median of {args.runs})")
     print(f"spawn -> first prompt         {report['first_prompt_s']:.3f} s (median; max {report['first_prompt_max_s']:.3f};"
           f" target < 0.5 s)")
+    print(f"CPU time to the first prompt  {report['cpu_to_prompt_s']:.3f} s (user+sys incl. the interpreter;"
+          " independent of machine load)")
     if results:
         print(f"spawn -> first SELECT result  {report['first_result_cold_s']:.2f} s (cold JVM)")
         print(f"isolde -e 'SELECT 1'          {report['e_select1_cold_s']:.2f} s (cold JVM)")

@@ -35,7 +35,39 @@ _EXTERNAL_SUFFIX = ".location.json"
 _BAD_NAME = re.compile(r"[/\\\x00]")
 
 
+_LOGS: dict = {}
+_LOGS_LOCK = __import__("threading").Lock()
+
+
 def _open_log(path: str):
+    """One DeltaLog per table path per process, so snapshots update incrementally."""
+    with _LOGS_LOCK:
+        log = _LOGS.get(path)
+        if log is not None and not _still_valid(log):
+            log = None
+        if log is None:
+            log = _LOGS[path] = _new_log(path)
+        return log
+
+
+def _still_valid(log) -> bool:
+    """False when the table's folder was deleted (or recreated) behind the cached log's back."""
+    latest = getattr(log, "_latest", None)
+    if latest is None or latest.version < 0:
+        return True
+    try:
+        return os.path.exists(log.commit_path(latest.version)) or os.path.exists(
+            os.path.join(log.log_path, "_last_checkpoint"))
+    except Exception:
+        return False
+
+
+def forget_log(path: str) -> None:
+    with _LOGS_LOCK:
+        _LOGS.pop(path, None)
+
+
+def _new_log(path: str):
     try:
         from isolde.executor.log import DeltaLog  # the log helper's module
     except ImportError:
@@ -251,3 +283,4 @@ class Catalog:
                 os.remove(handle.registration)
             return
         shutil.rmtree(handle.path, ignore_errors=True)
+        forget_log(handle.path)

@@ -1,22 +1,31 @@
 """The shared physical step of UPDATE / DELETE / MERGE: turn "these target rows change" into
 data files and log actions.
 
-    open_target(ctx, ref) -> Target                  (snapshot, schema, flags, transaction)
-    apply_changes(ctx, target, changes, touched, inserted=None) -> ChangeSet
+    open_target(ctx, ref) -> Target            (transaction, snapshot, schema, DV / clustering flags)
+    read_scope(target, scope) -> [AddFile]      (records the planner's ConflictScope via the txn)
+    apply_changes(ctx, target, changes, touched, inserted=None, *, changed_rows, metadata) -> ChangeSet
+    prepared(target, operation, parameters, change, metrics, started) -> PreparedWrite
+    run_update_delete(ctx, stmt, is_update)     (the UPDATE / DELETE runners)
 
 A statement describes its effect as one DataFrame ``changes`` over the rows of the
 *touched* target files, with the table's columns (new values for updated rows) plus
 ``_isolde_file`` / ``_isolde_row`` (where the row lives now) and ``_isolde_action``
-('keep' | 'update' | 'delete'), and optionally a DataFrame of ``inserted`` rows. One place
-decides, per touched file, between
+('keep' | 'update' | 'delete' | 'insert'; insert rows have no file), and optionally a
+separate DataFrame of ``inserted`` rows. One place, ``choose_mode``, decides per touched file:
 
-* ``rewrite``: copy-on-write. The file's surviving rows ('keep' + 'update') go to new files;
-  the file is removed (dataChange=true);
-* ``dv``: the changed rows' positions go into the file's deletion vector (union with the old
-  one), the file is re-added with its new DV, and only the 'update' rows go to new files.
+* ``rewrite`` (copy-on-write): the file's surviving rows ('keep' + 'update') go to new files
+  and the file is removed (dataChange=true);
+* ``dv``: the changed rows' positions go into the file's deletion vector (union with its old
+  one), the file is removed with its old DV and re-added with the new one, and only the
+  'update' / 'insert' rows go to new files.
 
-``choose_mode`` is that decision: DVs when ``delta.enableDeletionVectors`` is true on the
-table (and the protocol has the feature), else rewrite.
+Today ``choose_mode`` picks ``dv`` whenever the table has ``delta.enableDeletionVectors`` =
+true and the deletionVectors feature, else ``rewrite``.
+
+UPDATE / DELETE run two passes over the snapshot: (1) the candidate files (pruned by the
+conflict scope) -> rows matching per file = the touched files; (2) the touched files only ->
+new rows. Non-deterministic conditions are materialised once (localCheckpoint) so both passes
+agree. DELETE without WHERE removes every file without reading data.
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ from isolde.executor import schema as S
 from isolde.executor.scan import FILE_COL, ROW_COL, file_local_path, scan
 
 ACTION_COL = "_isolde_action"
-KEEP, UPDATE, DELETE = "keep", "update", "delete"
+KEEP, UPDATE, DELETE, INSERT = "keep", "update", "delete", "insert"
 REWRITE, DV = "rewrite", "dv"
 
 
@@ -183,15 +192,15 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
                           for f in struct.fields])
     config = S.configuration(metadata)
     parts: list[DataFrame] = []
-    if changes is not None and touched:
+    if changes is not None and (touched or inserted is None):
         sel = [F.col(f"`{c}`") for c in cols if c not in generated]
-        if rewrite and not dv_files:
+        if not dv_files:
             keep = changes.filter(F.col(ACTION_COL) != DELETE)
         elif dv_files and not rewrite:
-            keep = changes.filter(F.col(ACTION_COL) == UPDATE)
+            keep = changes.filter(F.col(ACTION_COL).isin(UPDATE, INSERT))
         else:
             in_rewrite = F.col(FILE_COL).isin(rewrite)
-            keep = changes.filter((F.col(ACTION_COL) == UPDATE) | (in_rewrite & (F.col(ACTION_COL) == KEEP)))
+            keep = changes.filter(F.col(ACTION_COL).isin(UPDATE, INSERT) | (in_rewrite & (F.col(ACTION_COL) == KEEP)))
         parts.append(conform(keep.select(*sel), plain, by_name=True, table_name=target.name,
                              configuration=config, identity=False))
     if inserted is not None:
@@ -367,6 +376,21 @@ def commit(target: Target, actions: list, operation: str, parameters: dict, metr
 
 # --------------------------------------------------------------------------- reading through the transaction
 
+TGT_FLAG = "__isolde_tgt"
+
+
+def scan_rows(ctx, target: Target, files, with_ids: bool = True) -> DataFrame:
+    """The target's rows of ``files`` with ``_isolde_file`` / ``_isolde_row`` (NULL when
+    ``with_ids`` is false: copy-on-write needs no row positions, and skipping them saves the
+    file-path join) and a TRUE ``__isolde_tgt`` flag (tells target rows from outer-join gaps)."""
+    if with_ids:
+        df = scan(ctx, target.snapshot, target.path, files=files, with_row_ids=True)
+    else:
+        df = scan(ctx, target.snapshot, target.path, files=files)
+        df = df.select("*", F.lit(None).cast("string").alias(FILE_COL), F.lit(None).cast("long").alias(ROW_COL))
+    return df.withColumn(TGT_FLAG, F.lit(True))
+
+
 
 def read_scope(target: Target, scope) -> list:
     """Record the statement's conflict scope through the transaction; returns the candidate files."""
@@ -528,8 +552,8 @@ def run_update_delete(ctx, stmt, is_update: bool):
         if is_update:
             set_sql = [bound_sql(ctx, a.value, views, target) for a in assignments]
 
-        def flagged_over(file_list):
-            df = scan(ctx, target.snapshot, target.path, files=file_list, with_row_ids=True)
+        def flagged_over(file_list, ids=True):
+            df = scan_rows(ctx, target, file_list, ids)
             view = views.add(df, "target")
             extra = "".join(f", ({s}) AS __isolde_set_{i}" for i, s in enumerate(set_sql))
             return spark.sql(f"SELECT {q(alias)}.*, coalesce(({cond}), false) AS __isolde_c{extra} "
@@ -547,7 +571,8 @@ def run_update_delete(ctx, stmt, is_update: bool):
             return prepared(target, operation, parameters, None, {**metrics, "numAddedFiles": 0, "numRemovedFiles": 0,
                                                                   "numAddedBytes": 0, "numRemovedBytes": 0,
                                                                   "numCopiedRows": 0}, started)
-        rows = flagged.filter(F.col(FILE_COL).isin(list(touched))) if nondet else flagged_over(list(touched.values()))
+        rows = (flagged.filter(F.col(FILE_COL).isin(list(touched))) if nondet
+                else flagged_over(list(touched.values()), ids=target.deletion_vectors))
         c = F.col("__isolde_c")
         if is_update:
             new_cols = assignment_columns(struct, assignments, target.name,

@@ -57,14 +57,47 @@ def file_local_path(table_path: str, add_path: str) -> str:
     return os.path.join(table_root(table_path), rel)
 
 
+_URI_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-!.~'()*,;:$&+=/@")
+_ENCODER_CHECKED: dict = {}
+
+
+def _python_key(local_path: str) -> str:
+    """java.net.URI's quoting of a path (what Hadoop's Path.toUri() produces), in Python."""
+    out = []
+    for ch in local_path:
+        if ch in _URI_SAFE or (ord(ch) > 127 and not ch.isspace() and ch.isprintable()):
+            out.append(ch)
+        else:
+            out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
+    return "file:" + "".join(out)
+
+
 class _KeyEncoder:
-    """Hadoop's own Path -> URI encoding, which is what ``_metadata.file_path`` shows."""
+    """Hadoop's own Path -> URI encoding, which is what ``_metadata.file_path`` shows.
+
+    Computed in Python (one py4j call per file is slow on big tables) after a one-time check
+    against the JVM on a tricky sample; falls back to the JVM if they ever disagree.
+    """
+
+    SAMPLE = "/t/a b/p=x%3Ay/é ü/q?x#y[z]{w}^`|\\\"<>/\t/\u00a0/a+b&c=d;e,f:g@h!i$j'k(l)m*n~o.parquet"
 
     def __init__(self, spark):
-        self.jpath = spark._jvm.org.apache.hadoop.fs.Path
+        self._spark = spark
+        ok = _ENCODER_CHECKED.get("ok")
+        if ok is None:
+            try:
+                jvm = self._jvm_key(self.SAMPLE)
+                ok = jvm == _python_key(self.SAMPLE)
+            except Exception:
+                ok = False
+            _ENCODER_CHECKED["ok"] = ok
+        self.python = ok
+
+    def _jvm_key(self, local_path: str) -> str:
+        return self._spark._jvm.org.apache.hadoop.fs.Path("file:" + local_path).toUri().toString()
 
     def __call__(self, local_path: str) -> str:
-        return self.jpath("file:" + local_path).toUri().toString()
+        return _python_key(local_path) if self.python else self._jvm_key(local_path)
 
 
 def _empty(spark, struct: T.StructType, with_row_ids: bool) -> DataFrame:
@@ -100,8 +133,17 @@ def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequen
     has_dv = any(a.deletion_vector is not None for a in files)
     need_keys = with_row_ids or bool(parts) or has_dv
 
-    reader = spark.read.schema(data_struct)
-    df = reader.parquet(*local)
+    mapped = S.column_mapping_mode(metadata) != "none"
+    if mapped:
+        # files hold physical names: read them, then rename / cast back to the logical schema
+        phys = S.physical_struct(data_struct)
+        df = spark.read.schema(phys).parquet(*local)
+        df = df.select(*[F.col(f"`{p.name}`").cast(f.dataType).alias(f.name) if p.dataType != f.dataType
+                         else F.col(f"`{p.name}`").alias(f.name)
+                         for p, f in zip(phys.fields, data_struct.fields)],
+                       F.col("_metadata"))
+    else:
+        df = spark.read.schema(data_struct).parquet(*local)
     if not need_keys:
         return df.select(*[F.col(f"`{f.name}`") for f in struct.fields])
 
@@ -123,6 +165,7 @@ def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequen
             df = df.join(F.broadcast(deleted), on=[_KEY, ROW_COL], how="left_anti")
 
     if parts or with_row_ids:
+        physical = S.logical_to_physical(metadata)
         if len(files) <= MAP_LOOKUP_MAX_FILES:
             # a literal map key -> value per column: no join, no extra DataFrame
             def lookup(values):
@@ -135,13 +178,14 @@ def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequen
             if with_row_ids:
                 extra.append(lookup([a.path for a in files]).alias(FILE_COL))
             for p in parts:
-                extra.append(lookup([_partition_value(a.partition_values, p) for a in files]).alias("__p_" + p))
+                key = physical.get(p, p)
+                extra.append(lookup([_partition_value(a.partition_values, key) for a in files]).alias("__p_" + p))
             df = df.select("*", *extra)
         else:
             columns = {_KEY: pa.array(keys, pa.string()), FILE_COL: pa.array([a.path for a in files], pa.string())}
             for p in parts:
-                columns["__p_" + p] = pa.array([_partition_value(a.partition_values, p) for a in files],
-                                               pa.string())
+                columns["__p_" + p] = pa.array([_partition_value(a.partition_values, physical.get(p, p))
+                                                for a in files], pa.string())
             mapping = _arrow_df(spark, pa.table(columns))
             df = df.join(F.broadcast(mapping), on=_KEY, how="inner")
 
@@ -244,8 +288,9 @@ def _literal(node: exp.Expression):
 class _FileView:
     """Per-file facts: typed partition values and min/max/nullCount stats."""
 
-    def __init__(self, add, struct: T.StructType, parts_lower: set[str]):
+    def __init__(self, add, struct: T.StructType, parts_lower: set[str], physical: Optional[dict] = None):
         self.add = add
+        self.physical = physical or {}
         self.struct = struct
         self.parts_lower = parts_lower
         stats = add.parsed_stats if hasattr(add, "parsed_stats") else None
@@ -256,10 +301,11 @@ class _FileView:
         return S.field_named(self.struct, name)
 
     def partition(self, name: str):
-        value = _partition_value(self.add.partition_values, name)
+        value = _partition_value(self.add.partition_values, self.physical.get(name, name))
         return value
 
     def stat(self, kind: str, name: str):
+        name = self.physical.get(name, name)
         d = self.stats.get(kind) or {}
         if name in d:
             return d[name]
@@ -432,4 +478,6 @@ def prune_files(snapshot, predicate_sql, files: Optional[Sequence] = None, *, al
     if table_name and "." in table_name:
         aliases.append(table_name.rsplit(".", 1)[1])
     pruner = _Pruner(struct, parts, aliases)
-    return [a for a in files if pruner.may_match(tree, _FileView(a, struct, pruner.parts_lower))]
+    physical = S.logical_to_physical(snapshot.metadata)
+    physical = {k: v for k, v in physical.items() if k != v}
+    return [a for a in files if pruner.may_match(tree, _FileView(a, struct, pruner.parts_lower, physical))]

@@ -382,3 +382,78 @@ def protocol_for(struct: T.StructType, config: dict, clustering: bool = False, m
 
 def needs_metadata_update(struct: T.StructType) -> bool:
     return any(is_identity(f) for f in struct.fields)
+
+
+# --------------------------------------------------------------------------- column mapping
+
+PHYSICAL_NAME = "delta.columnMapping.physicalName"
+COLUMN_ID = "delta.columnMapping.id"
+PARQUET_FIELD_ID = "parquet.field.id"
+
+
+def column_mapping_mode(metadata) -> str:
+    return str(configuration(metadata).get("delta.columnMapping.mode", "none")).lower()
+
+
+def physical_name(f: T.StructField) -> str:
+    return (f.metadata or {}).get(PHYSICAL_NAME, f.name)
+
+
+def _physical_type(dt: T.DataType) -> T.DataType:
+    if isinstance(dt, T.StructType):
+        return physical_struct(dt)
+    if isinstance(dt, T.ArrayType):
+        return T.ArrayType(_physical_type(dt.elementType), dt.containsNull)
+    if isinstance(dt, T.MapType):
+        return T.MapType(_physical_type(dt.keyType), _physical_type(dt.valueType), dt.valueContainsNull)
+    return dt
+
+
+def physical_struct(struct: T.StructType) -> T.StructType:
+    """The schema as stored in data files under column mapping: physical names (nested too) and
+    the column ids as Parquet field ids."""
+    fields = []
+    for f in struct.fields:
+        meta = {}
+        if COLUMN_ID in (f.metadata or {}):
+            meta[PARQUET_FIELD_ID] = int(f.metadata[COLUMN_ID])
+        fields.append(T.StructField(physical_name(f), _physical_type(f.dataType), f.nullable, meta))
+    return T.StructType(fields)
+
+
+def logical_to_physical(metadata) -> dict[str, str]:
+    """Top-level logical name -> physical name (identity without column mapping)."""
+    struct = metadata_schema(metadata)
+    if column_mapping_mode(metadata) == "none":
+        return {f.name: f.name for f in struct.fields}
+    return {f.name: physical_name(f) for f in struct.fields}
+
+
+def assign_column_mapping(struct: T.StructType, start_id: int = 0) -> tuple[T.StructType, int]:
+    """Give every field (nested too) a column id and a ``col-<uuid>`` physical name, as Delta
+    does when a table is created with column mapping. Returns (schema, max column id)."""
+    import uuid
+
+    counter = [start_id]
+
+    def walk_type(dt):
+        if isinstance(dt, T.StructType):
+            return walk_struct(dt)
+        if isinstance(dt, T.ArrayType):
+            return T.ArrayType(walk_type(dt.elementType), dt.containsNull)
+        if isinstance(dt, T.MapType):
+            return T.MapType(walk_type(dt.keyType), walk_type(dt.valueType), dt.valueContainsNull)
+        return dt
+
+    def walk_struct(st):
+        out = []
+        for f in st.fields:
+            meta = dict(f.metadata or {})
+            if COLUMN_ID not in meta:
+                counter[0] += 1
+                meta[COLUMN_ID] = counter[0]
+            meta.setdefault(PHYSICAL_NAME, f"col-{uuid.uuid4()}")
+            out.append(T.StructField(f.name, walk_type(f.dataType), f.nullable, meta))
+        return T.StructType(out)
+
+    return walk_struct(struct), counter[0]

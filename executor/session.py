@@ -167,10 +167,19 @@ class Session:
         if runner is None:
             raise E.AnalysisError(f"{_statement_name(stmt)} is not supported yet.",
                                   error_class="UNSUPPORTED_FEATURE", sqlstate="0A000")
+        if prepare:
+            from isolde.planner.plan import is_write
+
+            if not is_write(stmt):  # refuse before running: prepare() must never run a non-write
+                raise E.AnalysisError(f"{_statement_name(stmt)} is not a write; prepare() needs INSERT, UPDATE, "
+                                      "DELETE, MERGE or another statement that commits.",
+                                      error_class="NOT_A_WRITE", sqlstate="42000")
         ctx = ExecutionContext(self, stmt)
         group = f"isolde-{uuid.uuid4().hex[:12]}"
         started = time.perf_counter()
         needs_spark = getattr(runner, "needs_spark", True)
+        if callable(needs_spark):
+            needs_spark = needs_spark(stmt)
         if needs_spark:
             self._set_job_group(group, stmt)
         try:

@@ -92,6 +92,18 @@ def jvm_log_path() -> Optional[str]:
     return _JVM_LOG
 
 
+def quiet_python_loggers() -> None:
+    """PySpark logs every SQL error it raises (with the JVM stack) on these loggers; isolde
+    translates the error itself, so they only add noise."""
+    import logging
+
+    if os.environ.get("ISOLDE_SPARK_STDERR") == "1":
+        return
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger", "py4j", "py4j.clientserver",
+                 "py4j.java_gateway"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
 def _environment() -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -101,6 +113,7 @@ def _environment() -> None:
 def get_spark(master: Optional[str] = None, conf: Optional[Mapping[str, str]] = None):
     """The process's SparkSession, started on first use."""
     global _SPARK, _JVM_LOG
+    quiet_python_loggers()
     with _LOCK:
         if _SPARK is not None and _alive(_SPARK):
             _apply_runtime_conf(_SPARK, conf)

@@ -333,6 +333,20 @@ def write_files(ctx, df: DataFrame, table_path: str, metadata, *, data_change: b
 
     table_path = os.path.abspath(table_path)
     parts = S.partition_columns(metadata)
+    if S.column_mapping_mode(metadata) != "none":
+        # data files hold physical names (nested too) and the column ids as Parquet field ids
+        struct = S.metadata_schema(metadata)
+        phys = S.physical_struct(struct)
+        by_lower = {c.lower(): c for c in df.columns}
+        cols = []
+        for f, p in zip(struct.fields, phys.fields):
+            src = F.col("`" + by_lower.get(f.name.lower(), f.name).replace("`", "``") + "`")
+            if p.dataType != f.dataType:
+                src = src.cast(p.dataType)
+            cols.append(src.alias(p.name, metadata=p.metadata) if p.metadata else src.alias(p.name))
+        df = df.select(*cols)
+        mapping = S.logical_to_physical(metadata)
+        parts = [mapping.get(p, p) for p in parts]
     staging = os.path.join(table_path, f".isolde-staging-{uuid.uuid4().hex}")
     writer = df.write.mode("errorifexists").format("parquet").option("compression", "snappy")
     if max_records_per_file:

@@ -5,7 +5,9 @@ place (a lark ``TextSlice`` of the whole input, so every position is already rel
 the whole input) by one LALR parser built once per process from ``isolde.lark``. The
 lexer (``lexer.py``) cuts expression and query slots; ``transformer.py``'s callbacks
 build the AST as the parser reduces (no parse tree) and hand slots to sqlglot
-(``slots.py``).
+(``slots.py``). A statement that starts a query (SELECT, WITH, VALUES, FROM, '(') is one
+QUERY slot, so it goes to sqlglot without running the parser (``_select`` builds what
+the grammar's ``select`` rule would, as it still does under EXPLAIN).
 
 Every failure is an :class:`isolde.errors.ParseError` with line/column in the whole
 input, the offending token, the expected tokens in words and a caret excerpt.

@@ -2,8 +2,8 @@
 
 sqlglot's parser is called directly (cached dialect, one tokenizer pass per slot), and
 not at all for slots whose tree is known from the text alone: a plain column reference
-(``s.id``), an unsigned number or escape-free string literal, or comparisons of those
-joined by AND (``t.id = s.id AND t.dt >= '2024-01-01'``), which covers most MERGE ON /
+(``s.id``), a literal, one arithmetic operation on those (``n + 1``), or comparisons of
+them joined by AND (``t.id = s.id AND t.dt >= '2024-01-01'``), which covers most MERGE ON /
 SET / VALUES and many WHERE slots. Those trees equal what sqlglot builds (tests check it).
 
 Time travel in queries needs no pre-processing: sqlglot 30 parses ``VERSION AS OF n`` /
@@ -39,8 +39,12 @@ _COLUMN_PARTS = ("this", "table", "db", "catalog")
 _OPERAND = rf"{_NAME}(?:\.{_NAME}){{0,3}}|\d+(?:\.\d+)?|'[^'\\]*'"
 _COMPARISON = re.compile(rf"(?P<left>{_OPERAND})\s*(?P<op><>|!=|<=|>=|=|<|>)\s*(?P<right>{_OPERAND})(?![\w.`'])")
 _COMPARISONS = {"=": exp.EQ, "<>": exp.NEQ, "!=": exp.NEQ, "<": exp.LT, "<=": exp.LTE, ">": exp.GT, ">=": exp.GTE}
+_ARITHMETIC = re.compile(rf"(?P<left>{_OPERAND})\s*(?P<op>[-+*])\s*(?P<right>{_OPERAND})")
+_ARITHMETICS = {"+": exp.Add, "-": exp.Sub, "*": exp.Mul}
+_CONSTANTS = {"TRUE": lambda: exp.Boolean(this=True), "FALSE": lambda: exp.Boolean(this=False), "NULL": exp.Null}
 _COMPARE_CHARS = re.compile(r"[=<>]")
 _AND = re.compile(r"\s+AND\s+", re.I)
+_LEAVES = frozenset({exp.Column, exp.Identifier, exp.Literal, exp.DataType, exp.Star, exp.Boolean, exp.Null})
 _TOKEN_REPR = re.compile(r"<Token token_type: TokenType\.SENTINEL.*?>")
 _UNTERMINATED = re.compile(rf"(?:{COMMENT}|{STRING}|[^'\"`/]|/(?!\*))*(?={UNTERMINATED})", re.S)
 
@@ -69,11 +73,18 @@ def span_of(token) -> Span:
 
 def fast_tree(text: str):
     """The sqlglot tree of a trivial slot, or None when sqlglot must parse it: an operand
-    (column, unsigned number, escape-free string) or comparisons of two operands joined
-    by AND, the usual shape of MERGE ON and WHERE conditions."""
+    (column, unsigned number, escape-free string, TRUE/FALSE/NULL), one + - * of two
+    operands (``SET n = n + 1``), or comparisons of two operands joined by AND (the usual
+    shape of MERGE ON and WHERE conditions)."""
     tree = _operand(text)
-    if tree is not None or not _COMPARE_CHARS.search(text):
+    if tree is not None:
         return tree
+    m = _ARITHMETIC.fullmatch(text)
+    if m is not None:
+        left, right = _operand(m["left"]), _operand(m["right"])
+        return None if left is None or right is None else _ARITHMETICS[m["op"]](this=left, expression=right)
+    if not _COMPARE_CHARS.search(text):
+        return None
     pos, tree = 0, None
     while True:
         m = _COMPARISON.match(text, pos)
@@ -94,6 +105,9 @@ def fast_tree(text: str):
 
 
 def _operand(text: str):
+    constant = _CONSTANTS.get(text.upper())
+    if constant is not None:
+        return constant()
     if _SIMPLE_COLUMN.fullmatch(text):
         parts = text.split(".") if "`" not in text else re.findall(_NAME, text)
         if any(p[0] != "`" and p.upper() in _KEYWORDS for p in parts):
@@ -146,12 +160,21 @@ def query(source: str, token) -> Query:
 def _tables(source: str, token, tree) -> tuple[TableRef, ...]:
     """Every table the query reads (CTE names excluded), with its time travel."""
     tables, ctes = [], set()
-    for node in tree.walk(bfs=False):
+    stack = [tree]
+    while stack:  # depth-first, in source order, not entering nodes that hold no tables
+        node = stack.pop()
+        if type(node) in _LEAVES:
+            continue
         if isinstance(node, exp.Table):
             if isinstance(node.this, exp.Identifier):  # not a table-valued function
                 tables.append(node)
         elif isinstance(node, exp.CTE):
             ctes.add(node.alias_or_name.lower())
+        for value in reversed(node.args.values()):
+            if isinstance(value, exp.Expression):
+                stack.append(value)
+            elif type(value) is list:
+                stack.extend(v for v in reversed(value) if isinstance(v, exp.Expression))
     refs = []
     for table in tables:
         parts = tuple(p.name for p in table.parts)

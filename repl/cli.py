@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-f", "--file", metavar="FILE", action=_Source, dest="sources",
                    help="run the statements of a .sql file ('-' for stdin; repeatable)")
     p.add_argument("--warehouse", metavar="DIR", default=None,
-                   help="warehouse directory for named tables (default: ./warehouse)")
+                   help="warehouse directory for named tables (default: $ISOLDE_WAREHOUSE or ./warehouse)")
     p.add_argument("--master", metavar="URL", default=None,
                    help="Spark master URL (default: $ISOLDE_SPARK_MASTER or local[*])")
     p.add_argument("--conf", metavar="KEY=VALUE", action="append", default=[],

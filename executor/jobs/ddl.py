@@ -185,6 +185,13 @@ def run_create_table(ctx, stmt: ast.CreateTable):
         if S.is_generated(f):
             _check_generation_expression(f, names, handle.name)
 
+    mode = str(config.get("delta.columnMapping.mode", "none")).lower()
+    if mode == "id":
+        raise AnalysisError("isolde supports column mapping in 'name' mode only.",
+                            error_class="DELTA_UNSUPPORTED_COLUMN_MAPPING_MODE", sqlstate="0AKDC")
+    if mode == "name":
+        struct, max_id = S.assign_column_mapping(struct)
+        config["delta.columnMapping.maxColumnId"] = str(max_id)
     protocol = build_protocol(struct, config, bool(cluster_cols), min_reader, min_writer)
     existing_meta = None
     if data_exists:
@@ -285,3 +292,6 @@ def run_drop_table(ctx, stmt: ast.DropTable) -> QueryResult:
 
 
 run_drop_table.needs_spark = False
+# a plain CREATE TABLE only writes the log: it runs before Spark is up (the REPL starts Spark
+# in the background); CTAS needs Spark
+run_create_table.needs_spark = lambda stmt: stmt.query is not None

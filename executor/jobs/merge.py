@@ -36,7 +36,7 @@ from pyspark.sql.window import Window
 from isolde.errors import AnalysisError, ColumnNotFoundError, MergeCardinalityError, TableNotFoundError
 from isolde.executor import dml
 from isolde.executor import schema as S
-from isolde.executor.dml import ACTION_COL, DELETE, KEEP, UPDATE, q
+from isolde.executor.dml import ACTION_COL, DELETE, INSERT, KEEP, UPDATE, q
 from isolde.executor.jobs import executes
 from isolde.executor.scan import FILE_COL, ROW_COL, scan
 from isolde.grammar import ast
@@ -44,6 +44,7 @@ from isolde.grammar import ast
 SRC_FLAG = "__isolde_src"
 CLAUSE = "__isolde_cl"
 KEY_SET_LIMIT = 1000
+BROADCAST_ROWS = 500_000
 
 
 _bound = dml.bound_sql
@@ -266,8 +267,13 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
 
     tv_all = None
 
-    def target_view(file_list, hint):
-        return views.add(scan(ctx, target.snapshot, target.path, files=file_list, with_row_ids=True), hint)
+    def target_view(file_list, hint, ids=True):
+        return views.add(dml.scan_rows(ctx, target, file_list, ids), hint)
+
+    # join strategy: the source is usually the small side. Broadcast it when small, else hash it
+    # (a shuffled hash join never sorts the target side); FULL OUTER cannot broadcast.
+    shuffle_hint = f"/*+ SHUFFLE_HASH({q(s_alias)}) */"
+    hint = f"/*+ BROADCAST({q(s_alias)}) */" if n_source <= BROADCAST_ROWS else shuffle_hint
 
     # ---- pass 1: touched files, counts, cardinality
     touched: dict = {}
@@ -277,7 +283,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     if (matched or by_source) and files:
         tv_all = target_view(files, "target")
         join = "LEFT JOIN" if by_source else "INNER JOIN"
-        pairs_sql = (f"SELECT {q(t_alias)}.{FILE_COL} AS f, {q(t_alias)}.{ROW_COL} AS r, "
+        pairs_sql = (f"SELECT {hint} {q(t_alias)}.{FILE_COL} AS f, {q(t_alias)}.{ROW_COL} AS r, "
                      f"CASE WHEN {q(s_alias)}.{SRC_FLAG} IS NULL THEN {bs_case} ELSE {matched_case} END AS cl "
                      f"FROM {tv_all} AS {q(t_alias)} {join} {src_view} AS {q(s_alias)} ON ({on})")
         upd_list = ",".join(map(str, update_idx)) or "-2"
@@ -306,70 +312,85 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     metrics["numTargetRowsUpdated"] = upd_total
     metrics["numTargetRowsDeleted"] = del_total
 
-    # ---- pass 2a: rows of touched files
-    changes = None
-    if touched:
-        tv = target_view(list(touched.values()), "touched")
-        value_cols = []
-        for i, pairs in update_values.items():
-            for j, (_, sql) in enumerate(pairs):
-                value_cols.append(f"({sql}) AS __isolde_v_{i}_{j}")
-        join = "LEFT JOIN"
-        sel = ", ".join([f"{q(t_alias)}.*",
-                         f"CASE WHEN {q(s_alias)}.{SRC_FLAG} IS NULL THEN {bs_case} ELSE {matched_case} END AS {CLAUSE}"]
-                        + value_cols)
-        rows = spark.sql(f"SELECT {sel} FROM {tv} AS {q(t_alias)} {join} {src_view} AS {q(s_alias)} ON ({on})")
-        if max_all > 1:  # a target row matched several source rows (at most one of them acts)
-            w = Window.partitionBy(FILE_COL, ROW_COL).orderBy(F.col(CLAUSE).desc())
-            rows = rows.withColumn("__isolde_rn", F.row_number().over(w)).filter("__isolde_rn = 1")
-        cl = F.col(CLAUSE)
-        per_clause = {}
-        for i, pairs in update_values.items():
-            per_clause[i] = dml.assignment_columns(struct, [a for a, _ in pairs], target.name,
-                                                   lambda j, i=i: F.col(f"__isolde_v_{i}_{j}"))
-        old_names = {f.name.lower() for f in target.struct.fields}
-        out = []
-        for f in struct.fields:
-            base = F.col(q(f.name)) if f.name.lower() in old_names else F.lit(None).cast(f.dataType)
-            expr = None
-            for i, cols in per_clause.items():
-                if f.name in cols:
-                    expr = (F.when(cl == i, cols[f.name]) if expr is None else expr.when(cl == i, cols[f.name]))
-            out.append((expr.otherwise(base) if expr is not None else base).alias(f.name))
-        action = F.when(cl.isin(update_idx or [-2]), F.lit(UPDATE)).when(
-            cl.isin(delete_idx or [-2]), F.lit(DELETE)).otherwise(F.lit(KEEP))
-        changes = rows.select(*out, F.col(FILE_COL), F.col(ROW_COL), action.alias(ACTION_COL))
+    # ---- pass 2: one full outer join when the touched files are every candidate (a big upsert),
+    # else rows of the touched files (2a) + inserts against every candidate (2b)
+    has_identity = any(S.is_identity(f) for f in struct.fields)
+    combined = bool(not_matched and touched and len(touched) == len(files) and max_all <= 1 and not has_identity)
+    per_clause = {}
+    for i, pairs in update_values.items():
+        per_clause[i] = dml.assignment_columns(struct, [a for a, _ in pairs], target.name,
+                                               lambda j, i=i: F.col(f"__isolde_v_{i}_{j}"))
+    value_cols = [f"({sql}) AS __isolde_v_{i}_{j}"
+                  for i, pairs in update_values.items() for j, (_, sql) in enumerate(pairs)]
+    ins_cols = [f"({sql}) AS __isolde_i_{i}_{j}"
+                for i, vals in insert_values.items() for j, (col, sql) in enumerate(vals.items())]
+    old_names = {f.name.lower() for f in target.struct.fields}
+    cl = F.col(CLAUSE)
 
-    # ---- pass 2b: inserted rows
-    inserted = None
-    if not_matched:
-        if files:
-            if tv_all is None:
-                tv_all = target_view(files, "target")
-            anti = f"LEFT ANTI JOIN {tv_all} AS {q(t_alias)} ON ({on})"
-        else:
-            anti = ""
-        ins_cols = []
+    def insert_value(f):
+        expr = None
         for i, vals in insert_values.items():
-            for j, (col, sql) in enumerate(vals.items()):
-                ins_cols.append(f"({sql}) AS __isolde_i_{i}_{j}")
-        sel = ", ".join([f"{nm_case} AS {CLAUSE}"] + ins_cols)
-        src_rows = spark.sql(f"SELECT {sel} FROM {src_view} AS {q(s_alias)} {anti}")
-        src_rows = src_rows.filter(F.col(CLAUSE) >= 0)
-        cl = F.col(CLAUSE)
+            cols = list(vals)
+            if f.name in vals:
+                v = F.col(f"__isolde_i_{i}_{cols.index(f.name)}").cast(f.dataType)
+            else:
+                default = S.default_expression(f)
+                v = F.expr(default).cast(f.dataType) if default else F.lit(None).cast(f.dataType)
+            expr = F.when(cl == i, v) if expr is None else expr.when(cl == i, v)
+        return expr
+
+    def target_value(f):
+        base = F.col(q(f.name)) if f.name.lower() in old_names else F.lit(None).cast(f.dataType)
+        expr = None
+        for i, cols in per_clause.items():
+            if f.name in cols:
+                expr = F.when(cl == i, cols[f.name]) if expr is None else expr.when(cl == i, cols[f.name])
+        return expr.otherwise(base) if expr is not None else base
+
+    target_action = F.when(cl.isin(update_idx or [-2]), F.lit(UPDATE)).when(
+        cl.isin(delete_idx or [-2]), F.lit(DELETE)).otherwise(F.lit(KEEP))
+    changes = None
+    inserted = None
+    pass2_ids = target.deletion_vectors or max_all > 1  # copy-on-write needs no row positions
+    if combined:
+        tv = target_view(list(touched.values()), "touched", pass2_ids)
+        t_cols = [f"{q(t_alias)}.{q(f.name)}" for f in target.struct.fields] + [
+            f"{q(t_alias)}.{FILE_COL}", f"{q(t_alias)}.{ROW_COL}", f"{q(t_alias)}.{dml.TGT_FLAG}"]
+        clause = (f"CASE WHEN {q(t_alias)}.{dml.TGT_FLAG} IS NULL THEN {nm_case} "
+                  f"WHEN {q(s_alias)}.{SRC_FLAG} IS NULL THEN {bs_case} ELSE {matched_case} END AS {CLAUSE}")
+        rows = spark.sql(f"SELECT {shuffle_hint} {', '.join(t_cols + [clause] + value_cols + ins_cols)} "
+                         f"FROM {tv} AS {q(t_alias)} FULL OUTER JOIN {src_view} AS {q(s_alias)} ON ({on})")
+        is_ins = F.col(dml.TGT_FLAG).isNull()
+        rows = rows.filter(~is_ins | (cl >= 0))
         out = []
         for f in struct.fields:
-            expr = None
-            for i, vals in insert_values.items():
-                cols = list(vals)
-                if f.name in vals:
-                    v = F.col(f"__isolde_i_{i}_{cols.index(f.name)}").cast(f.dataType)
-                else:
-                    default = S.default_expression(f)
-                    v = F.expr(default).cast(f.dataType) if default else F.lit(None).cast(f.dataType)
-                expr = F.when(cl == i, v) if expr is None else expr.when(cl == i, v)
-            out.append(expr.alias(f.name))
-        inserted = src_rows.select(*out)
+            ins = insert_value(f)
+            out.append(F.when(is_ins, ins).otherwise(target_value(f)).alias(f.name))
+        action = F.when(is_ins, F.lit(INSERT)).otherwise(target_action)
+        changes = rows.select(*out, F.col(FILE_COL), F.col(ROW_COL), action.alias(ACTION_COL))
+    else:
+        if touched:
+            tv = target_view(list(touched.values()), "touched", pass2_ids)
+            sel = ", ".join([f"{q(t_alias)}.*",
+                             f"CASE WHEN {q(s_alias)}.{SRC_FLAG} IS NULL THEN {bs_case} ELSE {matched_case} END "
+                             f"AS {CLAUSE}"] + value_cols)
+            rows = spark.sql(f"SELECT {hint} {sel} FROM {tv} AS {q(t_alias)} LEFT JOIN {src_view} AS {q(s_alias)} "
+                             f"ON ({on})")
+            if max_all > 1:  # a target row matched several source rows (at most one of them acts)
+                w = Window.partitionBy(FILE_COL, ROW_COL).orderBy(F.col(CLAUSE).desc())
+                rows = rows.withColumn("__isolde_rn", F.row_number().over(w)).filter("__isolde_rn = 1")
+            out = [target_value(f).alias(f.name) for f in struct.fields]
+            changes = rows.select(*out, F.col(FILE_COL), F.col(ROW_COL), target_action.alias(ACTION_COL))
+        if not_matched:
+            if files:
+                if tv_all is None:
+                    tv_all = target_view(files, "target")
+                anti = f"LEFT ANTI JOIN {tv_all} AS {q(t_alias)} ON ({on})"
+            else:
+                anti = ""
+            sel = ", ".join([f"{nm_case} AS {CLAUSE}"] + ins_cols)
+            src_rows = spark.sql(f"SELECT {sel} FROM {src_view} AS {q(s_alias)} {anti}").filter(cl >= 0)
+            inserted = src_rows.select(*[insert_value(f).alias(f.name) for f in struct.fields])
 
     change = dml.apply_changes(ctx, target, changes, touched, inserted, changed_rows=changed,
                                metadata=new_metadata)

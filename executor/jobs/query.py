@@ -74,6 +74,7 @@ def bind_query(ctx, query, pinned: Optional[dict] = None, prune: bool = True) ->
     uses = table_references(tree)
     tag = uuid.uuid4().hex[:10]
     views = []
+    qualified: list = []  # (db/catalog-qualified parts, table name) of unaliased references
     reads: list[TableRead] = []
     try:
         for i, use in enumerate(uses):
@@ -98,17 +99,22 @@ def bind_query(ctx, query, pinned: Optional[dict] = None, prune: bool = True) ->
             views.append(view)
             reads.append(TableRead(handle.name, handle.path, snapshot.version, len(all_files), len(files), pred_sql,
                                    snapshot, files))
-            alias = use.alias or use.node.name
-            replacement = exp.Table(this=exp.to_identifier(view))
-            if alias and not use.ref.path:
-                replacement.set("alias", exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
-            elif use.alias:
-                replacement.set("alias", exp.TableAlias(this=exp.to_identifier(use.alias, quoted=True)))
-            # keep column aliases of the original alias: t AS x(a, b)
+            replacement = use.node.copy()  # keeps PIVOT / TABLESAMPLE / hints / column aliases
+            replacement.set("this", exp.to_identifier(view))
+            for key in ("db", "catalog", "version", "when", "changes"):
+                if key in replacement.args:
+                    replacement.set(key, None)
             old_alias = use.node.args.get("alias")
-            if isinstance(old_alias, exp.TableAlias) and old_alias.columns:
-                replacement.set("alias", old_alias.copy())
+            if not use.alias and not use.ref.path:
+                replacement.set("alias", exp.TableAlias(this=exp.to_identifier(use.node.name, quoted=True)))
+            elif isinstance(old_alias, exp.TableAlias) and old_alias.this is not None:
+                old_alias = old_alias.copy()
+                old_alias.set("this", exp.to_identifier(old_alias.name, quoted=True))
+                replacement.set("alias", old_alias)
+            if not use.alias and use.ref.parts and len(use.ref.parts) > 1:
+                qualified.append((tuple(p.lower() for p in use.ref.parts), use.node.name))
             use.node.replace(replacement)
+        _strip_qualifiers(tree, qualified)
         sql = tree.sql(dialect="spark")
         df = spark.sql(sql)
     finally:
@@ -130,6 +136,23 @@ class SparkQueryResult(QueryResult):
 
             self._rows = translate_errors(lambda: [tuple(r) for r in self.df.collect()])
         return self._rows
+
+
+def _strip_qualifiers(tree, qualified) -> None:
+    """``db.t.col`` -> ``t.col`` for the references rebound to views aliased ``t``."""
+    if not qualified:
+        return
+    for col in tree.find_all(exp.Column):
+        db = col.args.get("db")
+        if db is None or not col.table:
+            continue
+        parts = tuple(p.lower() for p in (col.args.get("catalog") and col.args["catalog"].name, db.name,
+                                          col.table) if p)
+        for full, _name in qualified:
+            if parts == full or parts == full[-len(parts):]:
+                col.set("db", None)
+                col.set("catalog", None)
+                break
 
 
 def run_query(ctx, query) -> QueryResult:
@@ -182,7 +205,7 @@ def explain_statement(ctx, stmt, mode: Optional[str] = None) -> str:
             lines.append(f"Target: {table.name} ({e.message})")
     scope = _conflict_scope(ctx, stmt)
     if scope:
-        lines += ["Conflict scope:"] + [f"  {line}" for line in scope.splitlines()]
+        lines += ["Conflict scope:"] + [line if line.startswith("  ") else f"  {line}" for line in scope.splitlines()]
     if isinstance(stmt, ast.Insert):
         lines.append("Write: " + _insert_mode(ctx, stmt))
         try:

@@ -8,10 +8,12 @@ delta-rs write, so any Delta reader can start from an isolde checkpoint.
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import os
 import re
+from collections import OrderedDict
 from typing import Iterable
 
 import pyarrow as pa
@@ -240,8 +242,19 @@ def checkpoint_table(
 
 
 def checkpoint_bytes(table: pa.Table) -> bytes:
+    """Parquet bytes; tombstones (the trailing ``remove`` rows) go to their own row groups.
+
+    Readers that only need the table state then skip the tombstone row groups by their
+    statistics, so a long history of removes does not slow down loading a snapshot.
+    """
+    removes = table.column("remove")
+    n_state = len(table) - (len(removes) - removes.null_count)
     sink = io.BytesIO()
-    pq.write_table(table, sink, compression="snappy")
+    with pq.ParquetWriter(sink, table.schema, compression="snappy") as writer:
+        if n_state:
+            writer.write_table(table.slice(0, n_state))
+        if n_state < len(table):
+            writer.write_table(table.slice(n_state))
     return sink.getvalue()
 
 
@@ -293,7 +306,15 @@ class CheckpointFiles:
 
     def materialize(self) -> list[AddFile]:
         if self._files is None:
-            self._files = self._convert()
+            # building many small objects would trigger the cyclic GC again and again (they
+            # hold no cycles): pause it for the batch
+            paused = gc.isenabled()
+            gc.disable()
+            try:
+                self._files = self._convert()
+            finally:
+                if paused:
+                    gc.enable()
         return self._files
 
     def _convert(self) -> list[AddFile]:
@@ -367,26 +388,83 @@ def _valid_struct(tables: list[pa.Table], name: str) -> pa.StructArray | None:
     return pa.concat_arrays(chunks) if len(chunks) > 1 else chunks[0]
 
 
+def _row_groups_with(metadata: pq.FileMetaData, actions: list[str]) -> list[int] | None:
+    """Row groups where some of ``actions`` is non-null, judged by the first leaf's null count.
+
+    None means "read everything" (a single row group, or statistics are missing).
+    """
+    if metadata.num_row_groups <= 1:
+        return None
+    leaf_of: dict[str, int] = {}
+    for i in range(metadata.num_columns):
+        top = metadata.schema.column(i).path.split(".", 1)[0]
+        leaf_of.setdefault(top, i)
+    groups = []
+    for rg in range(metadata.num_row_groups):
+        group = metadata.row_group(rg)
+        for action in actions:
+            index = leaf_of.get(action)
+            if index is None:
+                continue
+            stats = group.column(index).statistics
+            if stats is None or not stats.has_null_count or stats.null_count < group.num_rows:
+                groups.append(rg)
+                break
+    return groups
+
+
+#: Live files of recently read checkpoints, per process. A checkpoint file never changes
+#: once written, so (path, size, mtime) identifies its content; AddFiles are shared and
+#: must be treated as immutable.
+_FILES_CACHE: "OrderedDict[tuple, CheckpointFiles]" = OrderedDict()
+FILES_CACHE_SIZE = 4
+
+
+def clear_checkpoint_cache() -> None:
+    _FILES_CACHE.clear()
+
+
 class CheckpointReader:
-    """Reads the parts of one checkpoint; removes (tombstones) are read only when asked for."""
+    """Reads the parts of one checkpoint; removes (tombstones) are read only when asked for.
+
+    ``identity`` ((path, size, mtime) per part) lets snapshots of the same checkpoint
+    share its live files across DeltaLog instances in one process.
+    """
 
     STATE_COLUMNS = ("protocol", "metaData", "txn", "add", "domainMetadata")
 
-    def __init__(self, paths: list[str], read_bytes):
+    def __init__(self, paths: list[str], read_bytes, identity: tuple | None = None):
         self.paths = paths
         self._read_bytes = read_bytes
+        self.identity = identity
 
     def _read(self, columns: tuple[str, ...]) -> list[pa.Table]:
+        """The given action columns, from the row groups that hold any of them."""
         tables = []
         for path in self.paths:
             pf = pq.ParquetFile(pa.BufferReader(self._read_bytes(path)))
             present = [c for c in columns if c in pf.schema_arrow.names]
-            tables.append(pf.read(columns=present))
+            groups = _row_groups_with(pf.metadata, present)
+            if groups is None:
+                tables.append(pf.read(columns=present))
+            elif groups:
+                tables.append(pf.read_row_groups(groups, columns=present))
         return tables
 
     def state(self) -> dict:
         """protocol, metadata, transactions, domains and (lazy) live files of the checkpoint."""
-        tables = self._read(self.STATE_COLUMNS)
+        cached = _FILES_CACHE.get(self.identity) if self.identity is not None else None
+        if cached is not None:
+            _FILES_CACHE.move_to_end(self.identity)
+            tables = self._read(tuple(c for c in self.STATE_COLUMNS if c != "add"))
+            files = cached
+        else:
+            tables = self._read(self.STATE_COLUMNS)
+            files = CheckpointFiles(_valid_struct(tables, "add"))
+            if self.identity is not None:
+                _FILES_CACHE[self.identity] = files
+                while len(_FILES_CACHE) > FILES_CACHE_SIZE:
+                    _FILES_CACHE.popitem(last=False)
         protocols = _column_rows(tables, "protocol")
         metadatas = _column_rows(tables, "metaData")
         return {
@@ -394,7 +472,7 @@ class CheckpointReader:
             "metadata": Metadata.from_dict(metadatas[-1]) if metadatas else None,
             "txns": [SetTransaction.from_dict(d) for d in _column_rows(tables, "txn")],
             "domains": [DomainMetadata.from_dict(d) for d in _column_rows(tables, "domainMetadata")],
-            "files": CheckpointFiles(_valid_struct(tables, "add")),
+            "files": files,
         }
 
     def tombstones(self) -> list[RemoveFile]:

@@ -111,7 +111,11 @@ class DeltaLog:
 
     def _checkpoint_reader(self, names: list[str]) -> CheckpointReader:
         paths = [os.path.join(self.log_path, n) for n in names]
-        return CheckpointReader(paths, self.store.read)
+        try:
+            identity = tuple(self.store.identity(p) for p in paths)
+        except OSError:
+            identity = None
+        return CheckpointReader(paths, self.store.read, identity)
 
     def table_exists(self) -> bool:
         return self.update().version >= 0

@@ -51,6 +51,11 @@ class LogStore(ABC):
     def mkdirs(self, path: str) -> None:
         """Make sure a directory exists (a no-op for object stores)."""
 
+    def identity(self, path: str) -> tuple:
+        """Something that changes whenever the file at ``path`` is replaced (for caching)."""
+        st = self.status(path)
+        return (path, st.size, st.modification_time)
+
 
 def _fsync_dir(directory: str) -> None:
     try:
@@ -150,6 +155,10 @@ class LocalLogStore(LogStore):
 
     def mkdirs(self, path: str) -> None:
         os.makedirs(path, exist_ok=True)
+
+    def identity(self, path: str) -> tuple:
+        st = os.stat(path)
+        return (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _unlink_quietly(path: str) -> None:

@@ -45,7 +45,8 @@ def test_fast_path_trees_equal_sqlglots(text):
 
 @pytest.mark.parametrize(
     "text",
-    ["a = 1", "t.id = s.id AND t.dt >= '2024-01-01'", "x<>y and y!=2 AnD z<=3 AND w>1.5 AND v<'q'", "`a b` = c.d"],
+    ["a = 1", "t.id = s.id AND t.dt >= '2024-01-01'", "x<>y and y!=2 AnD z<=3 AND w>1.5 AND v<'q'", "`a b` = c.d",
+     "n + 1", "a.b - c", "2 * x", "TRUE", "null", "x = false"],
 )
 def test_fast_path_conditions_equal_sqlglots(text):
     fast = fast_tree(text)
@@ -53,7 +54,9 @@ def test_fast_path_conditions_equal_sqlglots(text):
     assert fast == sqlglot.parse_one(text, read="databricks", into=exp.Condition)
 
 
-_NAMES = st.sampled_from(["a", "t.id", "s.v", "`x y`", "db.t.c", "current_date", "null", "1", "2.5", "'s'", "''"])
+_NAMES = st.sampled_from(
+    ["a", "t.id", "s.v", "`x y`", "db.t.c", "current_date", "null", "TRUE", "false", "1", "2.5", "'s'", "''", "a + 1", "b*c", "x -y"]
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -66,7 +69,7 @@ def test_fast_path_is_sqlglot_or_nothing(comparisons, joiner, pad):
         assert fast == sqlglot.parse_one(text, read="databricks", into=exp.Condition)
 
 
-@pytest.mark.parametrize("text", ["NULL", "true", "current_date", "1e3", "10L", "-1", "'a\\'b'", "a.b.c.d.e", "x AND y"])
+@pytest.mark.parametrize("text", ["current_date", "1e3", "10L", "-1", "'a\\'b'", "a.b.c.d.e", "x AND y", "a / 2", "a + 1 + 2"])
 def test_fast_path_declines_what_it_cannot_know(text):
     assert fast_tree(text) is None
     assert parse(f"UPDATE t SET a = {text}")[0].assignments[0].value.tree == sqlglot.parse_one(

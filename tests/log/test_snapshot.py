@@ -365,3 +365,33 @@ def test_time_travel_finds_older_checkpoint_without_listing(table_path, monkeypa
     monkeypatch.setattr(fresh, "_list_log", lambda: (_ for _ in ()).throw(AssertionError("listed")))
     for v in (5, 7, 12, 20, 23):
         assert fresh.snapshot(v).num_files == v
+
+
+def test_checkpoint_keeps_tombstones_in_their_own_row_group(table_path):
+    from isolde.executor.log.checkpoint import _row_groups_with
+
+    deltalake = pytest.importorskip("deltalake")
+    log = create_table(table_path, files=[add(f"f{i}") for i in range(30)])
+    t = log.start_transaction()
+    t.commit([t.snapshot.file(f"f{i}").remove() for i in range(20)], "DELETE")
+    path = log.checkpoint()
+    md = pq.ParquetFile(path).metadata
+    assert md.num_row_groups == 2
+    assert _row_groups_with(md, ["protocol", "metaData", "add", "txn"]) == [0]
+    assert _row_groups_with(md, ["remove"]) == [1]
+    snap = DeltaLog.for_table(table_path).snapshot()
+    assert snap.num_files == 10 and len(snap.tombstones) == 20
+    assert len(deltalake.DeltaTable(table_path).file_uris()) == 10
+
+
+def test_checkpoint_files_are_shared_until_the_checkpoint_changes(table_path):
+    log = create_table(table_path, files=[add(f"f{i}") for i in range(5)])
+    log.checkpoint()
+    a = DeltaLog.for_table(table_path).snapshot().all_files
+    b = DeltaLog.for_table(table_path).snapshot().all_files
+    assert a[0] is b[0]  # one process, one copy of an immutable checkpoint's files
+    t = log.start_transaction()
+    t.commit([t.snapshot.file("f0").remove()])
+    log.checkpoint()  # a new checkpoint file: a new identity
+    c = DeltaLog.for_table(table_path).snapshot().all_files
+    assert sorted(f.path for f in c) == [f"f{i}" for i in range(1, 5)]

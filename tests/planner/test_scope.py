@@ -257,3 +257,24 @@ def test_scopes_parse_back():
         for text in (scope.read_predicate, scope.partition_predicate):
             if text:
                 parse_condition(text)
+
+
+def test_columns_as_spark_types_and_real_parser():
+    """The forms the executor passes: (name, pyspark DataType) pairs; statements from the grammar."""
+    import isolde
+    from pyspark.sql import types as T
+
+    cols = [("id", T.LongType()), ("date", T.DateType()), ("info", T.StructType([T.StructField("c", T.StringType())]))]
+    (stmt,) = isolde.parse("DELETE FROM db.t AS x WHERE x.date = DATE'2024-01-01' AND x.info.c = 'a'")
+    scope = conflict_scope(stmt, cols, ["date"])
+    assert scope.read_predicate == "date = CAST('2024-01-01' AS DATE)"
+    assert scope.partition_predicate == scope.read_predicate and not scope.row_level_eligible
+    (stmt,) = isolde.parse("MERGE INTO t USING (SELECT * FROM src) AS s ON s.id = t.id AND t.date = s.date "
+                           "WHEN MATCHED THEN UPDATE SET t.id = s.id WHEN NOT MATCHED THEN INSERT *")
+    assert [k.target_column for k in merge_join_keys(stmt, cols)] == ["id", "date"]
+    scope = conflict_scope(stmt, cols, ["date"], source_key_values={"id": [1], "date": [D1]})
+    assert scope.partition_predicate == "date = CAST('2024-01-01' AS DATE)"
+    (stmt,) = isolde.parse("INSERT INTO t SELECT * FROM t WHERE date = DATE'2024-01-01'")
+    assert conflict_scope(stmt, cols, ["date"]).read_predicate == "date = CAST('2024-01-01' AS DATE)"
+    (stmt,) = isolde.parse("INSERT INTO t SELECT * FROM src")
+    assert conflict_scope(stmt, cols, ["date"]).blind_append

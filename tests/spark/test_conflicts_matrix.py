@@ -23,6 +23,7 @@ from test_dml_helpers import Runner, make_table  # noqa: E402
 from isolde.errors import (  # noqa: E402
     ConcurrentAppendException,
     ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
     ConcurrentModificationException,
 )
 
@@ -164,7 +165,7 @@ def table_state(r: Runner, table: str) -> dict:
 
 # --------------------------------------------------------------------------- the cells
 
-A, DD, DR = ConcurrentAppendException, ConcurrentDeleteDeleteException, None
+A, DD, DR = ConcurrentAppendException, ConcurrentDeleteDeleteException, ConcurrentDeleteReadException
 DML = ("UPD", "DEL", "MRG")
 
 # (this, winner, level, layout, expected exception or None)
@@ -179,6 +180,10 @@ for k, this in enumerate(DML):
     CELLS.append((this, "OPT", (SER, WS)[k % 2], "flat", DD))
 for winner in ("INS", "UPD", "MRG", "OPT"):
     CELLS.append(("INS", winner, SER, "flat", None))
+# the OPTIMIZE row (a dataChange=false compaction, no DVs): snapshot isolation for appends,
+# but a file it compacts must not have been rewritten or compacted concurrently
+CELLS += [("OPT", "INS", SER, "flat", None), ("OPT", "UPD", WS, "flat", DR), ("OPT", "OPT", WS, "flat", DD),
+          ("OPT", "MRG", SER, "other", None)]
 CELLS += [
     ("UPD", "UPD", WS, "other", None),
     ("DEL", "MRG", SER, "other", None),

@@ -199,3 +199,14 @@ def test_set_reset(session, spark):
     assert spark.conf.get("spark.sql.shuffle.partitions") == "2"
     session.execute("RESET")
     assert session.execute("SET my.key").rows == [("my.key", "<undefined>")]
+
+
+def test_drop_and_recreate_same_name_is_a_new_table(session):
+    session.execute("CREATE TABLE t (a INT)")
+    session.execute("INSERT INTO t VALUES (1)")
+    session.execute("INSERT INTO t VALUES (2)")
+    session.execute("DROP TABLE t")
+    r = session.execute("CREATE TABLE t (b STRING)")
+    assert r.version == 0
+    assert session.execute("SELECT * FROM t").rows == []
+    assert session.columns("t") == [("b", "string")]

@@ -40,6 +40,9 @@ def test_joins_ctes_windows_aggregates(shop):
     assert shop.execute("SELECT count(*) FROM orders WHERE customer_id IN (SELECT id FROM customers "
                         "WHERE country = 'fr')").rows == [(3,)]
     assert shop.execute("SELECT customers.name FROM customers WHERE customers.id = 2").rows == [("bob",)]
+    for name in ("customers", "orders"):
+        path = shop.catalog.resolve(__import__("isolde").grammar.ast.TableRef(parts=(name,))).path
+        assert sorted_rows(shop.execute(f"SELECT * FROM {name}").rows) == read_delta_rows(path)
 
 
 def test_sql_returns_dataframe_and_metrics(shop):

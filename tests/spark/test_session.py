@@ -111,3 +111,26 @@ def test_prune_files_stats_and_partitions(session):
     r = session.execute("SELECT x.id FROM s x LEFT JOIN s y ON x.id = y.id + 1000 WHERE y.id IS NULL AND x.id < 3")
     assert sorted(r.rows) == [(0,), (1,), (2,)]
     assert [t["files_read"] for t in r.metrics["tables"]] == [1, 10]
+
+
+def test_file_key_encoder_matches_hadoop(spark):
+    from isolde.executor.scan import _KeyEncoder, _python_key
+
+    enc = _KeyEncoder(spark)
+    assert enc.python, "the Python URI quoting disagrees with Hadoop's Path.toUri()"
+    for p in ["/w/t/p=a%2Fb c/part-0.parquet", "/w/日本/x y/ä.parquet", "/w/t/k=%3A%25/f.parquet"]:
+        assert _python_key(p) == enc._jvm_key(p)
+
+
+def test_catalog_statements_do_not_wait_for_spark(tmp_path, monkeypatch):
+    s = isolde.connect(warehouse=str(tmp_path / "w"))  # Spark not started by this session
+    monkeypatch.setattr(type(s), "wait_ready", lambda self, timeout=None: (_ for _ in ()).throw(
+        AssertionError("Spark was needed")))
+    s.execute("CREATE DATABASE d")
+    s.execute("USE d")
+    r = s.execute("CREATE TABLE t (a INT, b STRING) PARTITIONED BY (b)")
+    assert r.version == 0
+    assert s.execute("SHOW TABLES").rows == [("d", "t", False)]
+    s.execute("SET x.y = 1")
+    s.execute("DROP TABLE t")
+    assert s.tables() == []
