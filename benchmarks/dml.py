@@ -5,7 +5,7 @@
 
 Table: id, key, date (partition column, --dates values), v1..v5; written once by delta-rs
 and copied, so both engines start from the same files. Operations, applied in sequence to
-both tables: UPDATE of 1% of the rows (id % 100 = 0), DELETE of 0.1%, MERGE upsert of a
+both tables: UPDATE of 1% of the rows (key % 100 = 0: in every file), DELETE of 0.1%, MERGE upsert of a
 rows/100 source (100k rows for 10M; half matches, half new). For each: wall time, rows/s, bytes rewritten,
 the ratio isolde / delta-rs, and a "floor": a plain Spark read + filter + Parquet write of
 the same files isolde rewrote (what copy-on-write cannot beat on this engine). Peak memory:
@@ -141,10 +141,10 @@ def main(argv=None) -> int:
         spark.table("bench_source").count()
 
         ops = [
-            ("UPDATE 1%", "UPDATE bench SET v1 = v1 + 1, v2 = 0 WHERE id % 100 = 0", "numUpdatedRows",
-             lambda dt: dt.update(updates={"v1": "v1 + 1", "v2": "0"}, predicate="id % 100 = 0"), "TRUE"),
-            ("DELETE 0.1%", "DELETE FROM bench WHERE id % 1000 = 7", "numDeletedRows",
-             lambda dt: dt.delete("id % 1000 = 7"), "NOT (id % 1000 = 7)"),
+            ("UPDATE 1%", "UPDATE bench SET v1 = v1 + 1, v2 = 0 WHERE key % 100 = 0", "numUpdatedRows",
+             lambda dt: dt.update(updates={"v1": "v1 + 1", "v2": "0"}, predicate="key % 100 = 0"), "TRUE"),
+            ("DELETE 0.1%", "DELETE FROM bench WHERE key % 1000 = 7", "numDeletedRows",
+             lambda dt: dt.delete("key % 1000 = 7"), "NOT (key % 1000 = 7)"),
             (f"MERGE {len(source):,} upsert",
              "MERGE INTO bench t USING bench_source s ON s.id = t.id "
              "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *", None,

@@ -301,14 +301,6 @@ def _truthy(value) -> bool:
     return str(value).strip().lower() == "true"
 
 
-def _log_supports(feature: str) -> bool:
-    try:
-        from isolde.executor.log.features import SUPPORTED_FEATURES
-    except ImportError:  # pragma: no cover
-        return True
-    return feature in SUPPORTED_FEATURES
-
-
 def features_for(struct: T.StructType, config: dict, clustering: bool = False) -> set[str]:
     """The table features a schema + configuration use."""
     feats: set[str] = set()
@@ -336,10 +328,6 @@ def features_for(struct: T.StructType, config: dict, clustering: bool = False) -
     if any(is_generated(f) for f in fields):
         feats.add("generatedColumns")
     if any(default_expression(f) is not None for f in fields):
-        if not _log_supports("allowColumnDefaults"):
-            raise AnalysisError("Column DEFAULT values need the `allowColumnDefaults` table feature, which this "
-                                "build's log layer does not support yet.", error_class="UNSUPPORTED_FEATURE",
-                                sqlstate="0A000")
         feats.add("allowColumnDefaults")
     if any("delta.invariants" in (f.metadata or {}) for f in fields):
         feats.add("invariants")

@@ -29,6 +29,7 @@ SUPPORTED_FEATURES: frozenset[str] = frozenset(
         "rowTracking",
         "clustering",
         "icebergCompatV2",
+        "allowColumnDefaults",
     }
 )
 

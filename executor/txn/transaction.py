@@ -287,11 +287,14 @@ class OptimisticTransaction:
             assert_readable(protocol, metadata, self.table)  # never write a table isolde cannot read
         assert_writable(protocol, metadata, self.table)
         partition_columns = {c.lower() for c in metadata.partition_columns}
+        # with column mapping, partitionValues are keyed by physical names (PROTOCOL.md)
+        physical_partition_columns = _physical_partition_columns(metadata)
         append_only = metadata.configuration.get("delta.appendOnly", "false").lower() == "true"
         dv_allowed = "deletionVectors" in writer_features(protocol, metadata)
         for a in actions:
             if isinstance(a, (AddFile, AddCDCFile)):
-                if {k.lower() for k in a.partition_values} != partition_columns:
+                keys = {k.lower() for k in a.partition_values}
+                if keys != partition_columns and keys != physical_partition_columns:
                     raise InternalError(
                         f"File {a.path} has partition values for {sorted(a.partition_values)}, "
                         f"but the table is partitioned by {sorted(metadata.partition_columns)}."
@@ -326,3 +329,15 @@ class OptimisticTransaction:
         if self.has_reads:
             return False
         return not any(isinstance(a, RemoveFile) for a in actions)
+
+
+def _physical_partition_columns(metadata: Metadata) -> set[str]:
+    """Partition column names as a column-mapped table's partitionValues key them."""
+    if metadata.configuration.get("delta.columnMapping.mode", "none").lower() == "none":
+        return {c.lower() for c in metadata.partition_columns}
+    by_name = {f["name"].lower(): f for f in metadata.schema.get("fields", [])}
+    names = set()
+    for column in metadata.partition_columns:
+        field = by_name.get(column.lower(), {})
+        names.add(str(field.get("metadata", {}).get("delta.columnMapping.physicalName", column)).lower())
+    return names

@@ -160,12 +160,6 @@ def test_generated_columns(session, table_path):
 
 
 def test_column_defaults(session, table_path):
-    from isolde.executor.schema import _log_supports
-
-    if not _log_supports("allowColumnDefaults"):
-        with pytest.raises(E.AnalysisError, match="allowColumnDefaults"):
-            session.execute("CREATE TABLE d (a INT, c STRING DEFAULT 'none')")
-        pytest.skip("the log layer does not support allowColumnDefaults yet")
     session.execute("CREATE TABLE d (a INT, c STRING DEFAULT 'none')")
     session.execute("INSERT INTO d (a) VALUES (1)")
     assert _same(session, table_path, "d") == [(1, "none")]

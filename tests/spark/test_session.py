@@ -134,3 +134,12 @@ def test_catalog_statements_do_not_wait_for_spark(tmp_path, monkeypatch):
     s.execute("SET x.y = 1")
     s.execute("DROP TABLE t")
     assert s.tables() == []
+
+
+def test_quickstart_script_runs(session):
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "quickstart.sql")
+    results = session.run_script(path)
+    assert len(results) == 16
+    assert [r[1] for r in results[-1].rows] == ["customers", "orders"]
