@@ -37,13 +37,29 @@ INSERT OVERWRITE orders PARTITION (day = DATE'2024-01-01')
 -- Time travel: the table as it was after the first insert.
 SELECT count(*) FROM orders VERSION AS OF 1;
 
+-- Row changes: with deletion vectors on, UPDATE/DELETE mark rows instead of rewriting files.
+UPDATE orders SET amount = amount + 1 WHERE customer = 'ann';
+DELETE FROM orders WHERE amount < 2;
+
+-- Upsert: the planner scopes the MERGE's conflicts to the source's keys.
+MERGE INTO orders t
+USING (SELECT * FROM VALUES ('ann', 5.00, DATE'2024-01-02'), ('eve', 8.00, DATE'2024-01-04')
+       AS s(customer, amount, day)) s
+ON t.customer = s.customer AND t.day = s.day
+WHEN MATCHED THEN UPDATE SET amount = t.amount + s.amount
+WHEN NOT MATCHED THEN INSERT (customer, amount, day) VALUES (s.customer, s.amount, s.day);
+
+SELECT id, customer, amount, day FROM orders ORDER BY day, id;
+EXPLAIN DELETE FROM orders WHERE day = DATE'2024-01-04';
+
 -- CTAS into a second table, then a join.
 CREATE OR REPLACE TABLE customers AS
     SELECT * FROM VALUES ('ann', 'fr'), ('bob', 'de'), ('cid', 'it'), ('dee', 'fr') AS c(name, country);
 SELECT c.country, sum(o.amount) AS total
 FROM orders o JOIN customers c ON o.customer = c.name GROUP BY c.country ORDER BY c.country;
 
-DESCRIBE HISTORY orders;
+DESCRIBE HISTORY orders LIMIT 5;
+SELECT count(*) AS rows_at_v2 FROM orders VERSION AS OF 2;
 DESCRIBE DETAIL orders;
 SHOW TBLPROPERTIES orders;
 SHOW TABLES;

@@ -17,10 +17,8 @@ file: pruning is always conservative.
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
 import os
-from typing import Iterable, Optional, Sequence
+from typing import Optional, Sequence
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
@@ -30,6 +28,7 @@ from pyspark.sql import DataFrame, functions as F
 from pyspark.sql import types as T
 
 from isolde.executor import schema as S
+from isolde.executor.txn import predicates as txn_predicates
 
 FILE_COL = "_isolde_file"
 ROW_COL = "_isolde_row"
@@ -220,264 +219,63 @@ def _cast_partition(col, dtype: T.DataType):
 
 # --------------------------------------------------------------------------- data skipping
 
-_MISSING = object()
-
-
-def _to_python(value, dtype: T.DataType):
-    """A comparable Python value of ``value`` (string from the log / stats / literal) for ``dtype``."""
-    if value is None:
-        return None
-    try:
-        if isinstance(dtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
-            if isinstance(value, bool):
-                return _MISSING
-            d = decimal.Decimal(str(value))
-            return d
-        if isinstance(dtype, (T.FloatType, T.DoubleType, T.DecimalType)):
-            if isinstance(value, bool):
-                return _MISSING
-            return decimal.Decimal(str(value))
-        if isinstance(dtype, T.StringType):
-            return str(value)
-        if isinstance(dtype, T.BooleanType):
-            if isinstance(value, bool):
-                return value
-            s = str(value).lower()
-            return True if s == "true" else False if s == "false" else _MISSING
-        if isinstance(dtype, T.DateType):
-            if isinstance(value, dt.date):
-                return value if not isinstance(value, dt.datetime) else value.date()
-            return dt.date.fromisoformat(str(value).strip()[:10])
-        if isinstance(dtype, (T.TimestampType, T.TimestampNTZType)):
-            if isinstance(value, dt.datetime):
-                return value.replace(tzinfo=None)
-            s = str(value).strip().replace("T", " ").rstrip("Z")
-            if len(s) == 10:
-                s += " 00:00:00"
-            if "+" in s[10:]:
-                base, _, off = s.rpartition("+")
-                stamp = dt.datetime.fromisoformat(base)
-                h, _, m = off.partition(":")
-                return stamp - dt.timedelta(hours=int(h), minutes=int(m or 0))
-            return dt.datetime.fromisoformat(s)
-    except (ValueError, decimal.InvalidOperation, TypeError):
-        return _MISSING
-    return _MISSING
-
-
-def _literal(node: exp.Expression):
-    """(python value, kind) of a literal node, or _MISSING."""
-    if isinstance(node, exp.Paren):
-        return _literal(node.this)
-    if isinstance(node, exp.Null):
-        return None
-    if isinstance(node, exp.Boolean):
-        return bool(node.this)
-    if isinstance(node, exp.Literal):
-        return node.this if node.is_string else decimal.Decimal(node.this)
-    if isinstance(node, exp.Neg):
-        inner = _literal(node.this)
-        return -inner if isinstance(inner, decimal.Decimal) else _MISSING
-    if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal):
-        return node.this.this if node.this.is_string else decimal.Decimal(node.this.this)
-    if isinstance(node, (exp.TsOrDsToDate, exp.StrToDate)) and isinstance(node.this, exp.Literal):
-        return node.this.this
-    return _MISSING
-
-
-class _FileView:
-    """Per-file facts: typed partition values and min/max/nullCount stats."""
-
-    def __init__(self, add, struct: T.StructType, parts_lower: set[str], physical: Optional[dict] = None):
-        self.add = add
-        self.physical = physical or {}
-        self.struct = struct
-        self.parts_lower = parts_lower
-        stats = add.parsed_stats if hasattr(add, "parsed_stats") else None
-        self.stats = stats or {}
-        self.num_records = self.stats.get("numRecords")
-
-    def field(self, name: str) -> Optional[T.StructField]:
-        return S.field_named(self.struct, name)
-
-    def partition(self, name: str):
-        value = _partition_value(self.add.partition_values, self.physical.get(name, name))
-        return value
-
-    def stat(self, kind: str, name: str):
-        name = self.physical.get(name, name)
-        d = self.stats.get(kind) or {}
-        if name in d:
-            return d[name]
-        for k, v in d.items():
-            if k.lower() == name.lower():
-                return v
-        return _MISSING
-
-
-_FLIP = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE, exp.EQ: exp.EQ, exp.NEQ: exp.NEQ}
-_NEGATE = {exp.GT: exp.LTE, exp.GTE: exp.LT, exp.LT: exp.GTE, exp.LTE: exp.GT, exp.EQ: exp.NEQ, exp.NEQ: exp.EQ}
-
-
-def _compare(op, a, b) -> bool:
-    if op is exp.EQ:
-        return a == b
-    if op is exp.NEQ:
-        return a != b
-    if op is exp.LT:
-        return a < b
-    if op is exp.LTE:
-        return a <= b
-    if op is exp.GT:
-        return a > b
-    return a >= b
-
-
-class _Pruner:
-    def __init__(self, struct: T.StructType, parts: Sequence[str], aliases: Iterable[str] = ()):
-        self.struct = struct
-        self.parts_lower = {p.lower() for p in parts}
-        self.aliases = {a.lower() for a in aliases if a}
-
-    def column(self, node) -> Optional[T.StructField]:
-        if not isinstance(node, exp.Column):
-            return None
-        if node.table and node.table.lower() not in self.aliases:
-            return None
-        return S.field_named(self.struct, node.name)
-
-    def may_match(self, node: exp.Expression, f: _FileView) -> bool:
-        try:
-            return self._may(node, f)
-        except Exception:
-            return True
-
-    def _may(self, node, f: _FileView) -> bool:
-        if isinstance(node, exp.Paren):
-            return self._may(node.this, f)
-        if isinstance(node, exp.And):
-            return self._may(node.left, f) and self._may(node.right, f)
-        if isinstance(node, exp.Or):
-            return self._may(node.left, f) or self._may(node.right, f)
-        if isinstance(node, exp.Not):
-            inner = node.this
-            while isinstance(inner, exp.Paren):
-                inner = inner.this
-            if type(inner) in _NEGATE:
-                return self._cmp(_NEGATE[type(inner)], inner.left, inner.right, f)
-            if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null):
-                return self._is_null(inner.this, f, negate=True)
-            if isinstance(inner, exp.Not):
-                return self._may(inner.this, f)
-            return True
-        if type(node) in _FLIP:
-            return self._cmp(type(node), node.left, node.right, f)
-        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
-            return self._is_null(node.this, f, negate=False)
-        if isinstance(node, exp.In) and not node.args.get("query") and not node.args.get("unnest"):
-            return any(self._cmp(exp.EQ, node.this, v, f) for v in node.expressions)
-        if isinstance(node, exp.Between):
-            return self._cmp(exp.GTE, node.this, node.args["low"], f) and \
-                self._cmp(exp.LTE, node.this, node.args["high"], f)
-        if isinstance(node, exp.Boolean):
-            return bool(node.this)
-        return True
-
-    def _is_null(self, col_node, f: _FileView, negate: bool) -> bool:
-        fld = self.column(col_node)
-        if fld is None:
-            return True
-        if fld.name.lower() in self.parts_lower:
-            value = f.partition(fld.name)
-            return (value is not None) if negate else (value is None)
-        nulls = f.stat("nullCount", fld.name)
-        if nulls is _MISSING or not isinstance(nulls, int) or f.num_records is None:
-            return True
-        return (nulls < f.num_records) if negate else (nulls > 0)
-
-    def _cmp(self, op, left, right, f: _FileView) -> bool:
-        fld = self.column(left)
-        lit = _literal(right)
-        if fld is None:
-            fld = self.column(right)
-            lit = _literal(left)
-            op = _FLIP[op]
-            if fld is None:
-                return True
-        if lit is _MISSING:
-            return True
-        if lit is None:
-            return False  # comparison with NULL is never true
-        value = _to_python(lit, fld.dataType)
-        if value is _MISSING:
-            return True
-        if fld.name.lower() in self.parts_lower:
-            raw = f.partition(fld.name)
-            if raw is None:
-                return False
-            have = _to_python(raw, fld.dataType)
-            if have is _MISSING:
-                return True
-            return _compare(op, have, value)
-        if f.num_records == 0:
-            return False
-        lo, hi = f.stat("minValues", fld.name), f.stat("maxValues", fld.name)
-        nulls = f.stat("nullCount", fld.name)
-        if isinstance(nulls, int) and f.num_records is not None and nulls == f.num_records:
-            return False  # all values null: no comparison is true
-        if lo is _MISSING or hi is _MISSING or lo is None or hi is None:
-            return True
-        if isinstance(fld.dataType, T.StringType) and isinstance(value, str):
-            lo_v, hi_v = str(lo), str(hi)
-        else:
-            lo_v, hi_v = _to_python(lo, fld.dataType), _to_python(hi, fld.dataType)
-        if lo_v is _MISSING or hi_v is _MISSING:
-            return True
-        if isinstance(fld.dataType, (T.TimestampType, T.TimestampNTZType)):
-            # stats are truncated to milliseconds: widen by 1 ms each way
-            lo_v -= dt.timedelta(milliseconds=1)
-            hi_v += dt.timedelta(milliseconds=1)
-        if op is exp.EQ:
-            return lo_v <= value <= hi_v
-        if op is exp.NEQ:
-            return not (lo_v == hi_v == value)
-        if op is exp.LT:
-            return lo_v < value
-        if op is exp.LTE:
-            return lo_v <= value
-        if op is exp.GT:
-            return hi_v > value
-        return hi_v >= value
-
 
 def parse_predicate(predicate) -> Optional[exp.Expression]:
+    """SQL text, an ``Expr`` node or a sqlglot tree -> a sqlglot tree (None stays None)."""
     if predicate is None:
         return None
     if isinstance(predicate, exp.Expression):
         return predicate
-    text = getattr(predicate, "sql", predicate)
     tree = getattr(predicate, "tree", None)
     if isinstance(tree, exp.Expression):
         return tree
-    return sqlglot.parse_one(text, read="databricks")
+    return sqlglot.parse_one(getattr(predicate, "sql", predicate), read="databricks")
+
+
+def _bind_to_table(conjunct: exp.Expression, qualifiers: set[str], columns: set[str]) -> bool:
+    """Strip this table's qualifiers from ``conjunct`` in place; False when it names another table."""
+    for column in conjunct.find_all(exp.Column):
+        qualifier = column.table.lower()
+        if not qualifier:
+            continue
+        if qualifier in qualifiers:
+            column.set("table", None)
+            column.set("db", None)
+            column.set("catalog", None)
+        elif qualifier not in columns:  # `x.y` with x a struct column stays (not analysable)
+            return False
+    return True
 
 
 def prune_files(snapshot, predicate_sql, files: Optional[Sequence] = None, *, alias: Optional[str] = None,
                 table_name: Optional[str] = None) -> list:
     """The AddFiles that may hold rows satisfying ``predicate_sql`` (partition values, then stats).
 
-    Column references may be unqualified or qualified by ``alias`` / ``table_name``.
+    Column references may be unqualified or qualified by ``alias`` / ``table_name``; a
+    conjunct naming another table is ignored. Evaluation is the transaction layer's
+    ``Predicate`` (one evaluator for data skipping and conflict scoping); on a column-mapped
+    table the predicate is translated to the physical names the stats are keyed by.
     """
     files = list(snapshot.all_files) if files is None else list(files)
     tree = parse_predicate(predicate_sql)
     if tree is None or not files:
         return files
-    struct = S.metadata_schema(snapshot.metadata)
-    parts = S.partition_columns(snapshot.metadata)
-    aliases = [alias, table_name]
+    qualifiers = {q.lower() for q in (alias, table_name) if q}
     if table_name and "." in table_name:
-        aliases.append(table_name.rsplit(".", 1)[1])
-    pruner = _Pruner(struct, parts, aliases)
-    physical = S.logical_to_physical(snapshot.metadata)
-    physical = {k: v for k, v in physical.items() if k != v}
-    return [a for a in files if pruner.may_match(tree, _FileView(a, struct, pruner.parts_lower, physical))]
+        qualifiers.add(table_name.rsplit(".", 1)[1].lower())
+    schema = snapshot.metadata.schema
+    columns = {f["name"].lower() for f in schema.get("fields", [])}
+    kept = [c for c in txn_predicates.conjuncts(tree.copy()) if _bind_to_table(c, qualifiers, columns)]
+    if not kept:
+        return files
+    partition_columns = list(snapshot.partition_columns)
+    physical = {k.lower(): v for k, v in S.logical_to_physical(snapshot.metadata).items() if k != v}
+    if physical:
+        for conjunct in kept:
+            for column in conjunct.find_all(exp.Column):
+                if column.name.lower() in physical:
+                    column.set("this", exp.to_identifier(physical[column.name.lower()]))
+        schema = {**schema, "fields": [{**f, "name": physical.get(f["name"].lower(), f["name"])}
+                                       for f in schema.get("fields", [])]}
+        partition_columns = [physical.get(c.lower(), c) for c in partition_columns]
+    return txn_predicates.Predicate(exp.and_(*kept), schema, partition_columns).filter(files)

@@ -16,7 +16,7 @@ from isolde.executor.log.stats import file_stats
 
 from .conftest import schema_string
 
-deltalake = pytest.importorskip("deltalake")
+import deltalake
 
 SCHEMA = schema_string(id="long", name="string", day="date", p="string")
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-pexpect = pytest.importorskip("pexpect")
+import pexpect
 
 pytestmark = pytest.mark.spark
 ANSI = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]|\x1b[()][A-Z0-9]|\r")
