@@ -10,6 +10,13 @@
      60 days, so tombstones older than the 7-day retention leave the checkpoints);
    - append: every commit adds one file (live files grow with the version; checkpoints only
      at the measured versions, which is all either engine reads).
+   For the append table also the FIRST load in a fresh process (what a CLI or a new worker
+   pays: checkpoint read, JSON tail replay and building every AddFile; imports are done before
+   the clock starts), at the last version (checkpoint only) and 5 versions earlier (a checkpoint
+   10 versions back plus 5 JSON commits), against delta-rs's first ``DeltaTable(path, version=v)``
+   in its own fresh process. Processes alternate isolde / delta-rs; each then repeats the load
+   in-process ("again": new DeltaLog, per-process checkpoint cache kept; "again cold": cache
+   cleared; delta-rs: a new DeltaTable).
 2. Commit latency and throughput of small blind appends (one AddFile, no data written):
    isolde ``start_transaction().commit`` vs delta-rs ``create_write_transaction``, in 1 and
    in 4 processes on one table.
@@ -25,6 +32,7 @@ import multiprocessing
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -130,6 +138,79 @@ def bench_loads(path: str, versions: list[int], repeats: int) -> list[dict]:
     return rows
 
 
+FRESH_SNIPPET_ISOLDE = """
+import sys, time
+sys.path.insert(0, {root!r})
+from isolde.executor.log import DeltaLog
+from isolde.executor.log.checkpoint import clear_checkpoint_cache
+path, v, n = {path!r}, {version}, {repeats}
+t = time.perf_counter(); files = DeltaLog.for_table(path).snapshot(v).all_files; first = time.perf_counter() - t
+assert files and all(f.path for f in files)  # every AddFile is built (all_files is a list of AddFiles)
+count = len(files)
+again, cold = [], []
+for _ in range(n):
+    t = time.perf_counter(); DeltaLog.for_table(path).snapshot(v).all_files; again.append(time.perf_counter() - t)
+    clear_checkpoint_cache()
+    t = time.perf_counter(); DeltaLog.for_table(path).snapshot(v).all_files; cold.append(time.perf_counter() - t)
+print(repr(dict(first=first, again=again, cold=cold, files=count, pandas="pandas" in sys.modules)))
+"""
+
+FRESH_SNIPPET_DELTA_RS = """
+import sys, time
+import deltalake
+path, v, n = {path!r}, {version}, {repeats}
+t = time.perf_counter(); dt = deltalake.DeltaTable(path, version=v); first = time.perf_counter() - t
+count = len(dt.file_uris())
+again = []
+for _ in range(n):
+    t = time.perf_counter(); deltalake.DeltaTable(path, version=v); again.append(time.perf_counter() - t)
+print(repr(dict(first=first, again=again, cold=again, files=count)))
+"""
+
+
+def _fresh_process(snippet: str, path: str, version: int, repeats: int) -> dict:
+    import ast
+
+    code = snippet.format(root=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), path=path,
+                          version=version, repeats=repeats)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return ast.literal_eval(out.stdout.strip().splitlines()[-1])
+
+
+def bench_first_load(path: str, version: int, processes: int, repeats: int = 5) -> dict:
+    """First load in a fresh process, isolde and delta-rs alternating; medians over processes."""
+    runs: dict = {"isolde": [], "delta_rs": []}
+    for i in range(processes):
+        order = (("isolde", FRESH_SNIPPET_ISOLDE), ("delta_rs", FRESH_SNIPPET_DELTA_RS))
+        for engine, snippet in order if i % 2 == 0 else order[::-1]:
+            runs[engine].append(_fresh_process(snippet, path, version, repeats))
+    assert runs["isolde"][0]["files"] == runs["delta_rs"][0]["files"], (version, runs)
+    med = statistics.median
+    return {
+        "version": version,
+        "files": runs["isolde"][0]["files"],
+        "pandas": any(r["pandas"] for r in runs["isolde"]),
+        **{f"{engine}_first": med(r["first"] for r in rs) for engine, rs in runs.items()},
+        **{f"{engine}_again": med(t for r in rs for t in r["again"]) for engine, rs in runs.items()},
+        "isolde_again_cold": med(t for r in runs["isolde"] for t in r["cold"]),
+    }
+
+
+def print_first_loads(rows: list[dict], processes: int) -> None:
+    print(f"\nFirst load in a fresh process, append table (incl. building every AddFile); medians of {processes}"
+          " processes per engine, alternating")
+    print(f"{'version':>8} {'files':>6} {'isolde':>10} {'delta-rs':>10} {'ratio':>6} |"
+          f" {'again':>9} {'again cold':>10} {'rs again':>9} {'again/rs':>8} {'cold/rs':>8}")
+    for r in rows:
+        print(
+            f"{r['version']:>8,} {r['files']:>6,} {r['isolde_first'] * 1000:>8.2f}ms {r['delta_rs_first'] * 1000:>8.2f}ms"
+            f" {r['isolde_first'] / r['delta_rs_first']:>6.2f} | {r['isolde_again'] * 1000:>7.2f}ms"
+            f" {r['isolde_again_cold'] * 1000:>8.2f}ms {r['delta_rs_again'] * 1000:>7.2f}ms"
+            f" {r['isolde_again'] / r['delta_rs_again']:>8.2f} {r['isolde_again_cold'] / r['delta_rs_again']:>8.2f}"
+            + ("  (pandas got imported!)" if r["pandas"] else "")
+        )
+
+
 # --------------------------------------------------------------------------- commits
 
 
@@ -226,6 +307,7 @@ def main() -> None:
     args = parser.parse_args()
     versions = [10, 100, 1000] if args.quick else [10, 1000, 10000]
     repeats = args.repeats or (15 if args.quick else 21)
+    fresh_processes = 7 if args.quick else 15
     commits = 60 if args.quick else 200
     root = args.workdir or tempfile.mkdtemp(prefix="isolde-log-bench-")
     os.makedirs(root, exist_ok=True)
@@ -233,7 +315,8 @@ def main() -> None:
     try:
         for shape in ("rolling", "append"):
             path = os.path.join(root, f"load-{shape}")
-            built = build_table(path, versions[-1], shape, versions)
+            tail_base = versions[-1] - 10  # a checkpoint 10 versions back: the first-load case with a JSON tail
+            built = build_table(path, versions[-1], shape, versions + ([tail_base] if shape == "append" else []))
             print(f"\nSnapshot load, {shape} table ({versions[-1]:,} versions, built in {built:.1f} s); medians of {repeats}")
             print(f"{'version':>8} {'files':>6} {'isolde':>10} {'+AddFiles':>10} {'warm':>10} {'delta-rs':>10}"
                   f" {'isolde/rs':>10} {'+Add/rs':>8} {'warm/rs':>8}")
@@ -250,6 +333,9 @@ def main() -> None:
                 f"  v{last['version']:,} / v{first['version']}: isolde {last['isolde'] / first['isolde']:.2f}x"
                 f" (+AddFiles {last['isolde_files'] / first['isolde_files']:.2f}x), delta-rs {last['delta_rs'] / first['delta_rs']:.2f}x"
             )
+            if shape == "append":
+                fresh = [bench_first_load(path, v, fresh_processes) for v in (versions[-1], tail_base + 5)]
+                print_first_loads(fresh, fresh_processes)
         for processes in (1, 4):
             res = bench_commits(root, commits, processes)
             print(f"\nBlind-append commits, {processes} process(es) x {commits}")

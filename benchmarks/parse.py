@@ -1,8 +1,9 @@
 """Parse speed: isolde.parse vs sqlglot.parse(read="databricks"), per statement kind.
 
-    .venv/bin/python benchmarks/parse.py [--seconds 0.3]
+    .venv/bin/python benchmarks/parse.py [--seconds 0.1] [--rounds 5]
 
-Each kind is parsed repeatedly for about ``--seconds`` (best of 5 interleaved rounds) by both; the
+Each kind is parsed the same number of times by both (about ``--seconds`` of CPU for
+the slower side per round; best of ``--rounds`` interleaved rounds, CPU time); the
 table shows statements/second and isolde/sqlglot (>1 means isolde is faster). "n/a"
 where sqlglot raises on the statement. Note that sqlglot's speed on OPTIMIZE, VACUUM,
 UNSET/SHOW TBLPROPERTIES and DROP FEATURE is that of its opaque ``Command`` fallback
@@ -80,24 +81,36 @@ CORPUS = {
 
 
 def rates(sql: str, seconds: float, rounds: int = 5) -> tuple[float, float | None]:
-    """Statements per CPU second of isolde and sqlglot (None if it cannot parse ``sql``):
-    best of ``rounds`` interleaved rounds of about ``seconds`` of this process's CPU time
-    each, so that load from other processes distorts neither."""
+    """Statements per CPU second of isolde and sqlglot (None if it cannot parse ``sql``).
+
+    Both parse the same text the same number of times per round (calibrated so that the
+    slower one takes about ``seconds`` of CPU), in ``rounds`` interleaved rounds whose
+    order alternates (isolde first, then sqlglot first, ...); each side's best round
+    counts. Times are this process's CPU time (``time.process_time``), so that load
+    from other processes distorts neither."""
     try:
         sqlglot_parse(sql)
         fns = [isolde.parse, sqlglot_parse]
     except Exception:
         fns = [isolde.parse]
     isolde.parse(sql)
-    best = [0.0] * len(fns)
-    for _ in range(rounds):
-        for i, fn in enumerate(fns):
-            n, start = 0, time.process_time()
-            while (elapsed := time.process_time() - start) < seconds:
-                fn(sql)
-                n += 1
-            best[i] = max(best[i], n / elapsed)
-    return best[0], (best[1] if len(best) > 1 else None)
+    n = 1
+    while (slowest := max(_cpu(fn, sql, n) for fn in fns)) < 0.02:
+        n *= 2
+    n = max(1, round(n * seconds / slowest))
+    best = [float("inf")] * len(fns)
+    for r in range(rounds):
+        for i in range(len(fns)) if r % 2 == 0 else reversed(range(len(fns))):
+            best[i] = min(best[i], _cpu(fns[i], sql, n))
+    return n / best[0], (n / best[1] if len(best) > 1 else None)
+
+
+def _cpu(fn, sql: str, n: int) -> float:
+    """CPU seconds for ``n`` calls of ``fn(sql)``."""
+    start = time.process_time()
+    for _ in range(n):
+        fn(sql)
+    return time.process_time() - start
 
 
 def sqlglot_parse(sql: str):
@@ -107,12 +120,13 @@ def sqlglot_parse(sql: str):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=0.1)
+    ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     logging.getLogger("sqlglot").setLevel(logging.ERROR)  # its Command-fallback warnings
     print(f"{'kind':<26} {'isolde/s':>10} {'sqlglot/s':>10} {'ratio':>7}")
     ratios = []
     for kind, sql in CORPUS.items():
-        ours, theirs = rates(sql, args.seconds)
+        ours, theirs = rates(sql, args.seconds, args.rounds)
         if theirs is None:
             print(f"{kind:<26} {ours:>10.0f} {'n/a':>10} {'n/a':>7}")
             continue

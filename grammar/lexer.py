@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import re
 
-from lark.exceptions import UnexpectedCharacters
-from lark.lexer import Lexer, PatternStr, Token
+from lark.exceptions import UnexpectedCharacters, UnexpectedToken
+from lark.lexer import Lexer, PatternStr
+from lark.parse_tree_builder import ExpandSingleChild
 from lark.parsers.lalr_analysis import Shift
 
 from .splitter import BACKQUOTED, COMMENT, STRING, STRING_LITERAL, UNTERMINATED
@@ -58,6 +59,31 @@ _BLANKS_THEN_QUERY = re.compile(rf"(?:\s+|{COMMENT})*(?P<query>{QUERY_START.patt
 _PUNCT_NAMES = {"COMMA": ",", "SEMICOLON": ";"}
 
 
+class Tok:
+    """A token: its terminal name, text and offsets in the whole input (lines and
+    columns are computed only where a span is made)."""
+
+    __slots__ = ("type", "value", "start_pos", "end_pos")
+
+    def __init__(self, type: str, value: str, start_pos: int, end_pos: int):
+        self.type = type
+        self.value = value
+        self.start_pos = start_pos
+        self.end_pos = end_pos
+
+    def __repr__(self) -> str:
+        return f"Tok({self.type!r}, {self.value!r}, {self.start_pos}, {self.end_pos})"
+
+
+class _ParserState:
+    """What error reporting reads of the parser where it failed (lark's ``state``)."""
+
+    __slots__ = ("state_stack",)
+
+    def __init__(self, stack):
+        self.state_stack = list(stack)
+
+
 class SqlLexerError(UnexpectedCharacters):
     """A lexical error with its own description (unterminated quote, unclosed bracket)."""
 
@@ -68,7 +94,9 @@ class SqlLexerError(UnexpectedCharacters):
 
 
 class SqlLexer(Lexer):
-    """Plugged into lark as its ContextualLexer; ``bind`` gives it the parse table."""
+    """Plugged into lark as its ContextualLexer (so lark builds the tables once); ``bind``
+    gives it the parse table, ``bind_parser`` the reduce callbacks, and ``run`` lexes and
+    parses a statement in one loop (lark's own parse loop is not used)."""
 
     def __init__(self, conf, states, always_accept=()):
         self.keywords = {}  # upper-case word -> terminal name
@@ -91,58 +119,106 @@ class SqlLexer(Lexer):
         self.words = {name: word for word, name in self.keywords.items()}
         self.stops: dict[int, tuple[frozenset, frozenset]] = {}
 
-    def lex(self, lexer_state, parser_state):
-        text = lexer_state.text.text
-        pos, end = lexer_state.text.start, lexer_state.text.end
-        line = text.count("\n", 0, pos) + 1
-        line_start = text.rfind("\n", 0, pos) + 1
-        states, stack = self.states, parser_state.state_stack
-        while pos < end:
-            state = stack[-1]
-            slot = self.slot_states.get(state)
-            if slot:
-                token = self._slot(text, pos, end, state, slot, stack)
-                if token is not None:
-                    token.line = line + text.count("\n", pos, token.start_pos)
-                    if token.line != line:
-                        line_start = text.rfind("\n", pos, token.start_pos) + 1
-                    token.column = token.start_pos - line_start + 1
-                    line = token.end_line = token.line + token.count("\n")
-                    if line != token.line:
-                        line_start = text.rfind("\n", 0, token.end_pos) + 1
-                    token.end_column = token.end_pos - line_start + 1
-                    pos = token.end_pos
-                    lexer_state.last_token = token
-                    yield token
+    def bind_parser(self, parse_table, callbacks) -> None:
+        """Prepare ``run``: lark's parse table in a form the loop reads fastest (a shift
+        is the next state; a reduce is (size, rule name, callback or None when the
+        rule's value is its only child: ``?rule``s) and lark's reduce callbacks."""
+        self.start_state = parse_table.start_states["start"]
+        self.end_state = parse_table.end_states["start"]
+        assert not any(isinstance(k, str) for k in callbacks), "terminal callbacks are not supported"
+        reduces = {}
+        self.actions = actions = {}
+        for state, row in parse_table.states.items():
+            out = actions[state] = {}
+            for symbol, (action, arg) in row.items():
+                if action is Shift:
+                    out[symbol] = arg
                     continue
-            m = _SCAN.match(text, pos, end)
-            kind = m.lastgroup
-            value = m.group()
-            if kind == "skip":
-                newlines = value.count("\n")
-                if newlines:
-                    line += newlines
-                    line_start = text.rfind("\n", pos, m.end()) + 1
-                pos = m.end()
-                continue
-            if kind == "word":
-                kind = self._word(value, state, stack)
-            elif kind == "punct":
-                kind = self.punct[value]
-            elif kind == "open":
-                raise SqlLexerError(text, pos, "unterminated quote or comment", parser_state)
-            elif kind == "other":
-                allowed = {name for name in states[state] if name.isupper()}
-                raise UnexpectedCharacters(text, pos, line, pos - line_start + 1, allowed=allowed, state=parser_state)
-            start_line, start_column = line, pos - line_start + 1
-            newlines = value.count("\n") if kind == "STRING" else 0
-            if newlines:
-                line += newlines
-                line_start = text.rfind("\n", pos, m.end()) + 1
-            token = Token(kind, value, pos, start_line, start_column, line, m.end() - line_start + 1, m.end())
-            pos = m.end()
-            lexer_state.last_token = token
-            yield token
+                reduce = reduces.get(arg)
+                if reduce is None:
+                    callback = callbacks[arg]
+                    size = len(arg.expansion)
+                    if type(callback) is ExpandSingleChild and size == 1:
+                        callback = None
+                    reduce = reduces[arg] = (size, arg.origin.name, callback)
+                out[symbol] = reduce
+
+    def lex(self, lexer_state, parser_state):
+        raise NotImplementedError("isolde lexes and parses in one loop: SqlLexer.run")
+
+    def run(self, text: str, pos: int, end: int):
+        """Lex and parse ``text[pos:end]`` (one statement) in one loop: the value of the
+        grammar's ``start`` rule. lark's LALR loop, with the lexer inline (the parser
+        state decides what a word is and where a slot is cut). Tokens carry offsets
+        only; lines and columns are computed for the spans that are made."""
+        states, actions, slot_states = self.states, self.actions, self.slot_states
+        end_state = self.end_state
+        stack = [self.start_state]
+        values = []
+        scan, word, cut, punct, keywords = _SCAN.match, self._word, self._slot, self.punct, self.keywords
+        while True:
+            state = stack[-1]
+            if pos >= end:
+                token = Tok("$END", "", end, end)
+            else:
+                token = None
+                slot = slot_states.get(state)
+                if slot is not None and slot != "QUERY":  # SOUP and RAW: shifted right away
+                    token = cut(text, pos, end, state, slot, stack)
+                if token is None:
+                    m = scan(text, pos, end)
+                    kind = m.lastgroup
+                    if kind == "skip":
+                        pos = m.end()
+                        continue
+                    value = m.group()
+                    if slot == "QUERY" and (value == "(" or (kind == "word" and value.upper() in QUERY_WORDS)):
+                        token = cut(text, pos, end, state, slot, stack)
+                if token is None:
+                    if kind == "word":  # _word, with its common case inline: a keyword shifted here
+                        upper = value.upper()
+                        keyword = keywords.get(upper)
+                        action = states[state].get(keyword) if keyword else None
+                        if action is not None and (action[0] is Shift or upper in RESERVED):
+                            kind = keyword
+                        else:
+                            kind = word(value, state, stack)
+                    elif kind == "punct":
+                        kind = punct[value]
+                    elif kind == "open":
+                        raise SqlLexerError(text, pos, "unterminated quote or comment", _ParserState(stack))
+                    elif kind == "other":
+                        allowed = {name for name in states[state] if name.isupper()}
+                        line = text.count("\n", 0, pos) + 1
+                        column = pos - text.rfind("\n", 0, pos)
+                        raise UnexpectedCharacters(text, pos, line, column, allowed=allowed, state=_ParserState(stack))
+                    token = Tok(kind, value, pos, m.end())
+                    pos = token.end_pos
+                else:
+                    pos = token.end_pos
+            kind = token.type
+            while True:  # feed the token: reduce until it shifts
+                action = actions[state].get(kind)
+                if action is None:
+                    expected = {s for s in states[state] if s.isupper()}
+                    raise UnexpectedToken(token, expected, state=_ParserState(stack))
+                if type(action) is int:
+                    stack.append(action)
+                    values.append(token)
+                    break
+                size, origin, callback = action
+                if size:
+                    children = values[-size:]
+                    del stack[-size:]
+                    del values[-size:]
+                else:
+                    children = []
+                value = callback(children) if callback is not None else children[0]
+                state = actions[stack[-1]][origin]
+                stack.append(state)
+                values.append(value)
+                if state == end_state and kind == "$END":
+                    return value
 
     def _word(self, word: str, state: int, stack) -> str:
         upper = word.upper()
@@ -188,7 +264,7 @@ class SqlLexer(Lexer):
             stop = _soup_end(text, start, end, *self._stops_after(state)) if slot == "SOUP" else end
             if stop <= start:
                 return None
-        return Token(slot, text[start:stop], start, None, None, None, None, stop)
+        return Tok(slot, text[start:stop], start, stop)
 
 
 def _soup_end(text, pos, end_limit, stop_words, stop_punct):

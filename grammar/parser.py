@@ -1,9 +1,11 @@
 """SQL text -> statement ASTs: ``parse(sql) -> list[Statement]``.
 
 The script is split at top-level ``;`` (``splitter.py``); each statement is parsed in
-place (a lark ``TextSlice`` of the whole input, so every position is already relative to
-the whole input) by one LALR parser built once per process from ``isolde.lark``. The
-lexer (``lexer.py``) cuts expression and query slots; ``transformer.py``'s callbacks
+place (offsets into the whole input, so every position is already relative to the whole
+input) with the LALR tables lark builds once per process from ``isolde.lark``, by the
+lexer's own loop (``SqlLexer.run``: lark's LALR loop with the lexer inline, no token
+stream, no per-call parser objects). The lexer (``lexer.py``) cuts expression and query
+slots; ``transformer.py``'s callbacks
 build the AST as the parser reduces (no parse tree) and hand slots to sqlglot
 (``slots.py``). A statement that starts a query (SELECT, WITH, VALUES, FROM, '(') is one
 QUERY slot, so it goes to sqlglot without running the parser (``_select`` builds what
@@ -18,17 +20,16 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from lark import Lark, Token
+from lark import Lark
 from lark.exceptions import UnexpectedInput, UnexpectedToken
 from lark.lexer import PatternStr
 from lark.parsers.lalr_analysis import Shift
-from lark.utils import TextSlice
 
 from isolde.errors import ParseError
 
 from .ast import Select, Statement
-from .lexer import QUERY_START, SLOTS, SqlLexer, SqlLexerError, shifts
-from .slots import error_at, query
+from .lexer import QUERY_START, SLOTS, SqlLexer, SqlLexerError, Tok, shifts
+from .slots import construct, error_at, query
 from .splitter import StatementText, split_statements
 from .transformer import BUILDER, callbacks
 
@@ -72,7 +73,15 @@ def _parser() -> Lark:
     )
     frontend = lark.parser
     frontend.lexer.bind(frontend.parser._parse_table.states)
+    lalr = frontend.parser.parser
+    frontend.lexer.bind_parser(lalr.parse_table, lalr.callbacks)
     return lark
+
+
+@functools.cache
+def _run():
+    """The lexer's combined lex-and-parse loop (lark's tables and reduce callbacks)."""
+    return _parser().parser.lexer.run
 
 
 @functools.cache
@@ -89,7 +98,7 @@ def parse(sql: str) -> list[Statement]:
     """Parse one or many ';'-separated statements; spans are offsets into ``sql``."""
     if not isinstance(sql, str):
         raise error_at("", 0, f"SQL text must be a string, not {type(sql).__name__}")
-    lark = _parser()
+    run = _run()
     BUILDER.text = sql
     statements = []
     for piece in _pieces(sql):
@@ -98,7 +107,7 @@ def parse(sql: str) -> list[Statement]:
             if QUERY_START.match(sql, piece.start, end):  # a query is one slot: skip lark
                 statements.append(_select(sql, piece, end))
                 continue
-            statements.append(lark.parse(TextSlice(sql, piece.start, end)).value)
+            statements.append(run(sql, piece.start, end).value)
         except UnexpectedInput as e:
             raise _at_statement(_syntax_error(sql, e, end), piece) from None
         except ParseError as e:
@@ -116,12 +125,8 @@ def _at_statement(error: ParseError, piece: StatementText) -> ParseError:
 
 def _select(sql: str, piece: StatementText, end: int) -> Select:
     """What the grammar's ``select: QUERY`` rule builds, without running the parser."""
-    last_line = piece.line + piece.text.count("\n")
-    column = piece.start - sql.rfind("\n", 0, piece.start)
-    end_column = end - sql.rfind("\n", 0, end) if last_line != piece.line else column + len(piece.text)
-    token = Token("QUERY", piece.text, piece.start, piece.line, column, last_line, end_column, end)
-    q = query(sql, token)
-    return Select(q, span=q.span, text=piece.text)
+    q = query(sql, Tok("QUERY", piece.text, piece.start, end))
+    return construct(Select, {"query": q, "span": q.span, "text": piece.text})
 
 
 def _pieces(sql: str):
@@ -141,7 +146,7 @@ def _syntax_error(sql: str, e: UnexpectedInput, end: int) -> ParseError:
         token = e.token
         at_end = token.type == "$END"
         offset = end if at_end else token.start_pos
-        text = None if at_end else str(token)
+        text = None if at_end else token.value
         description = "unexpected end of input" if at_end else f"unexpected {text!r}"
         expected = _expected(e.expected, e.state)
     elif isinstance(e, SqlLexerError):

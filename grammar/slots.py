@@ -18,7 +18,9 @@ translated from the slot to the whole input.
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import threading
 
 import sqlglot.errors
 import sqlglot.expressions as exp
@@ -44,13 +46,17 @@ _ARITHMETICS = {"+": exp.Add, "-": exp.Sub, "*": exp.Mul}
 _CONSTANTS = {"TRUE": lambda: exp.Boolean(this=True), "FALSE": lambda: exp.Boolean(this=False), "NULL": exp.Null}
 _COMPARE_CHARS = re.compile(r"[=<>]")
 _AND = re.compile(r"\s+AND\s+", re.I)
-_LEAVES = frozenset({exp.Column, exp.Identifier, exp.Literal, exp.DataType, exp.Star, exp.Boolean, exp.Null})
+# Nodes that hold no tables (names, literals, types; a table alias holds names only).
+_LEAVES = frozenset({exp.Column, exp.Identifier, exp.Literal, exp.DataType, exp.Star, exp.Boolean, exp.Null, exp.TableAlias})
 _TOKEN_REPR = re.compile(r"<Token token_type: TokenType\.SENTINEL.*?>")
 _UNTERMINATED = re.compile(rf"(?:{COMMENT}|{STRING}|[^'\"`/]|/(?!\*))*(?={UNTERMINATED})", re.S)
 
 
 def _line_col(source: str, offset: int) -> tuple[int, int]:
-    return source.count("\n", 0, offset) + 1, offset - (source.rfind("\n", 0, offset) + 1) + 1
+    newline = source.rfind("\n", 0, offset)
+    if newline < 0:
+        return 1, offset + 1
+    return source.count("\n", 0, newline) + 2, offset - newline
 
 
 def error_at(source: str, offset: int, description: str, token: str | None = None, expected=()) -> ParseError:
@@ -67,8 +73,46 @@ def error_at(source: str, offset: int, description: str, token: str | None = Non
     )
 
 
-def span_of(token) -> Span:
-    return Span(token.start_pos, token.end_pos, token.line, token.column, token.end_line, token.end_column)
+def span_at(source: str, start: int, end: int) -> Span:
+    """The span of ``source[start:end]`` (1-based lines and columns; the end column is
+    the one just after the last character). Made without the frozen dataclass's
+    ``__init__`` (six guarded setattrs), as spans are made for most grammar rules."""
+    span = _new(Span)
+    if "\n" not in source:
+        span.__dict__.update(start=start, end=end, line=1, column=start + 1, end_line=1, end_column=end + 1)
+    else:
+        line, column = _line_col(source, start)
+        end_line, end_column = _line_col(source, end)
+        span.__dict__.update(
+            start=start, end=end, line=line, column=column, end_line=end_line, end_column=end_column
+        )
+    return span
+
+
+_new = object.__new__
+_SPECS: dict = {}
+
+
+def construct(cls, values: dict):
+    """``cls(**values)`` for an AST dataclass (frozen, no ``__post_init__``, no default
+    factories), without its ``__init__``: the instance dict is filled directly. Values
+    that ``__init__`` would reject (an unknown or missing field) go to it, so it raises
+    as it would have."""
+    spec = _SPECS.get(cls)
+    if spec is None:
+        fields = dataclasses.fields(cls)
+        defaults = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
+        names = frozenset(f.name for f in fields)
+        assert not hasattr(cls, "__post_init__") and all(f.init for f in fields), cls
+        spec = _SPECS[cls] = (defaults, names, names - defaults.keys())
+    defaults, names, required = spec
+    if not (values.keys() <= names and required <= values.keys()):
+        return cls(**values)
+    node = _new(cls)
+    attrs = node.__dict__
+    attrs.update(defaults)
+    attrs.update(values)
+    return node
 
 
 def fast_tree(text: str):
@@ -76,6 +120,8 @@ def fast_tree(text: str):
     (column, unsigned number, escape-free string, TRUE/FALSE/NULL), one + - * of two
     operands (``SET n = n + 1``), or comparisons of two operands joined by AND (the usual
     shape of MERGE ON and WHERE conditions)."""
+    if "(" in text:  # a call or a parenthesised expression: not trivial (fails fast)
+        return None
     tree = _operand(text)
     if tree is not None:
         return tree
@@ -105,28 +151,46 @@ def fast_tree(text: str):
 
 
 def _operand(text: str):
-    constant = _CONSTANTS.get(text.upper())
-    if constant is not None:
-        return constant()
+    first = text[:1]
+    if first == "'":
+        return exp.Literal.string(text[1:-1]) if _SIMPLE_STRING.fullmatch(text) else None
+    if first.isdigit():
+        return exp.Literal.number(text) if _SIMPLE_NUMBER.fullmatch(text) else None
     if _SIMPLE_COLUMN.fullmatch(text):
+        upper = text.upper()
+        constant = _CONSTANTS.get(upper)
+        if constant is not None:
+            return constant()
+        if "." not in text and "`" not in text:  # the usual bare column name
+            return None if upper in _KEYWORDS else exp.Column(this=exp.Identifier(this=text, quoted=False))
         parts = text.split(".") if "`" not in text else re.findall(_NAME, text)
         if any(p[0] != "`" and p.upper() in _KEYWORDS for p in parts):
             return None
         idents = [exp.Identifier(this=p[1:-1], quoted=True) if p[0] == "`" else exp.Identifier(this=p, quoted=False) for p in reversed(parts)]
         return exp.Column(**dict(zip(_COLUMN_PARTS, idents)))
-    if _SIMPLE_NUMBER.fullmatch(text):
-        return exp.Literal.number(text)
-    if _SIMPLE_STRING.fullmatch(text):
-        return exp.Literal.string(text[1:-1])
     return None
+
+
+class _Sqlglot(threading.local):
+    """This thread's sqlglot tokenizer and parser, made once: both reset themselves at
+    the start of every call (fresh token list, fresh state), and making them is a
+    large part of the cost of parsing a short slot."""
+
+    def __init__(self):
+        self.tokenizer = DIALECT.tokenizer()
+        self.parser = DIALECT.parser()
+
+
+_SQLGLOT = _Sqlglot()
 
 
 def _parse(source: str, token, into):
     """Run sqlglot on a slot token; translate its errors to the whole input."""
     text = token.value
-    parser = DIALECT.parser(error_message_context=len(text) + 1)
+    parser = _SQLGLOT.parser
+    parser.error_message_context = len(text) + 1
     try:
-        tokens = DIALECT.tokenize(text)
+        tokens = _SQLGLOT.tokenizer.tokenize(text)
         return parser.parse_into(into, tokens, text)[0] if into else parser.parse(tokens, text)[0]
     except sqlglot.errors.ParseError as e:
         info = e.errors[0] if e.errors else {}
@@ -147,34 +211,78 @@ def expression(source: str, token) -> Expr:
         tree = _parse(source, token, exp.Condition)
     if tree is None:
         raise error_at(source, token.start_pos, "expected an expression", token.value)
-    return Expr(token.value, tree, span=span_of(token))
+    return construct(Expr, {"sql": token.value, "tree": tree, "span": span_at(source, token.start_pos, token.end_pos)})
 
 
 def query(source: str, token) -> Query:
     tree = _parse(source, token, None)
     if not isinstance(tree, (exp.Query, exp.Values)):
         raise error_at(source, token.start_pos, "expected a query", token.value.split(None, 1)[0])
-    return Query(token.value, tree, _tables(source, token, tree), span=span_of(token))
+    span = span_at(source, token.start_pos, token.end_pos)
+    return construct(Query, {"sql": token.value, "tree": tree, "tables": _tables(source, token, tree), "span": span})
+
+
+_NODE, _TABLE, _CTE, _SKIP = range(4)
+
+
+# Without a '(' in the query there is no subquery, CTE or table function: a table can
+# only be a FROM / JOIN item, so conditions, expressions and clauses made of them are
+# not entered (most of a simple query's tree).
+_NO_SUBQUERY_LEAVES = (exp.Condition, exp.Where, exp.Having, exp.Group, exp.Order, exp.Ordered, exp.Limit,
+                       exp.Offset, exp.Alias)
+
+
+class _Kinds(dict):
+    """Class -> how ``_tables`` treats its instances (a dict lookup instead of
+    isinstance tests): a Table, a CTE, another node to enter, or something to skip
+    (a leaf, or not a sqlglot node at all)."""
+
+    def __init__(self, leaves=()):
+        super().__init__()
+        self.leaves = leaves
+
+    def __missing__(self, cls):
+        if not issubclass(cls, exp.Expression) or cls in _LEAVES:
+            kind = _SKIP
+        elif issubclass(cls, self.leaves) and not issubclass(cls, (exp.Query, exp.Table, exp.CTE)):
+            kind = _SKIP
+        elif issubclass(cls, exp.Table):
+            kind = _TABLE
+        elif issubclass(cls, exp.CTE):
+            kind = _CTE
+        else:
+            kind = _NODE
+        self[cls] = kind
+        return kind
+
+
+_KINDS = _Kinds()
+_KINDS_NO_SUBQUERY = _Kinds(_NO_SUBQUERY_LEAVES)
 
 
 def _tables(source: str, token, tree) -> tuple[TableRef, ...]:
     """Every table the query reads (CTE names excluded), with its time travel."""
     tables, ctes = [], set()
     stack = [tree]
+    pop, push = stack.pop, stack.append
+    kinds = _KINDS if "(" in token.value else _KINDS_NO_SUBQUERY
     while stack:  # depth-first, in source order, not entering nodes that hold no tables
-        node = stack.pop()
-        if type(node) in _LEAVES:
-            continue
-        if isinstance(node, exp.Table):
+        node = pop()
+        kind = kinds[type(node)]
+        if kind == _TABLE:
             if isinstance(node.this, exp.Identifier):  # not a table-valued function
                 tables.append(node)
-        elif isinstance(node, exp.CTE):
+        elif kind == _CTE:
             ctes.add(node.alias_or_name.lower())
         for value in reversed(node.args.values()):
-            if isinstance(value, exp.Expression):
-                stack.append(value)
-            elif type(value) is list:
-                stack.extend(v for v in reversed(value) if isinstance(v, exp.Expression))
+            if value is None:
+                continue
+            if type(value) is list:
+                for v in reversed(value):
+                    if kinds[type(v)] < _SKIP:
+                        push(v)
+            elif kinds[type(value)] < _SKIP:
+                push(value)
     refs = []
     for table in tables:
         parts = tuple(p.name for p in table.parts)
@@ -191,8 +299,8 @@ def _quoted_last(table: exp.Table) -> bool:
 def table_ref(parts: tuple[str, ...], quoted_last: bool, span=None, **travel) -> TableRef:
     """``delta.`/path``` (a backquoted name in the ``delta`` namespace) becomes a path."""
     if len(parts) == 2 and quoted_last and parts[0].lower() == "delta":
-        return TableRef(path=parts[1], span=span, **travel)
-    return TableRef(parts=parts, span=span, **travel)
+        return construct(TableRef, {"path": parts[1], "span": span, **travel})
+    return construct(TableRef, {"parts": parts, "span": span, **travel})
 
 
 def _time_travel(source: str, token, table: exp.Table) -> dict:
@@ -208,7 +316,7 @@ def _time_travel(source: str, token, table: exp.Table) -> dict:
     if start is not None and end is not None:
         text = token.value[start : end + 1]
         origin = token.start_pos + start
-        span = Span(origin, origin + len(text), *_line_col(source, origin), *_line_col(source, origin + len(text)))
+        span = span_at(source, origin, origin + len(text))
         return {"timestamp": Expr(text, value, span=span)}
     return {"timestamp": Expr(value.sql(dialect=DIALECT), value)}
 

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 from . import ast as a
-from .slots import error_at, expression, query, table_ref
+from .slots import construct, error_at, expression, query, span_at, table_ref
 
 
 class Clause(NamedTuple):
@@ -90,7 +90,7 @@ CLAUSES = {
     "path": ("table", lambda b, m, c: a.TableRef(path=c[0], span=b._span(m))),
     "overwrite": ("overwrite", lambda b, m, c: True),
     "partition": ("partition", lambda b, m, c: tuple(c)),
-    "insert_columns": ("columns", lambda b, m, c: tuple(".".join(p) for p in c)),
+    "insert_columns": ("columns", lambda b, m, c: tuple([".".join(p) for p in c])),
     "by_name": ("by_name", lambda b, m, c: True),
     "replace_where": ("replace_where", lambda b, m, c: b._expr(c[0])),
     "alias": ("alias", lambda b, m, c: c[0]),
@@ -111,7 +111,7 @@ CLAUSES = {
     "new_columns": ("columns", lambda b, m, c: tuple(c)),
     "using": ("using", lambda b, m, c: c[0]),
     "partitioned_by": ("partitioned_by", lambda b, m, c: tuple(c)),
-    "cluster_by": ("cluster_by", lambda b, m, c: tuple(".".join(p) for p in c)),
+    "cluster_by": ("cluster_by", lambda b, m, c: tuple([".".join(p) for p in c])),
     "cluster_by_none": ("columns", lambda b, m, c: ()),
     "location": ("location", lambda b, m, c: c[0]),
     "comment": ("comment", lambda b, m, c: c[0]),
@@ -138,7 +138,7 @@ CLAUSES = {
     "constraint_name": ("name", lambda b, m, c: c[0]),
     "check": ("check", lambda b, m, c: b._expr(c[0])),
     "full": ("full", lambda b, m, c: True),
-    "zorder_by": ("zorder_by", lambda b, m, c: tuple(".".join(p) for p in c)),
+    "zorder_by": ("zorder_by", lambda b, m, c: tuple([".".join(p) for p in c])),
     "purge": ("purge", lambda b, m, c: True),
     "iceberg_version": ("iceberg_compat_version", lambda b, m, c: int(c[0])),
     "retain": ("retain_hours", lambda b, m, c: float(c[0])),
@@ -195,7 +195,7 @@ class Pos:
     """A rule's value with its extent in the source (what lark's Meta holds, but cheaper:
     no parse tree is built, each rule's value is made as the parser reduces it)."""
 
-    __slots__ = ("value", "start_pos", "end_pos", "line", "column", "end_line", "end_column")
+    __slots__ = ("value", "start_pos", "end_pos")
 
 
 class Builder(threading.local):
@@ -210,7 +210,7 @@ class Builder(threading.local):
         return self.text[meta.start_pos : meta.end_pos]
 
     def _span(self, meta) -> a.Span:
-        return a.Span(meta.start_pos, meta.end_pos, meta.line, meta.column, meta.end_line, meta.end_column)
+        return span_at(self.text, meta.start_pos, meta.end_pos)
 
     def _fields(self, cls, clauses, constants, renames=None) -> dict:
         """Clauses -> keyword arguments; a clause given twice is a ParseError."""
@@ -229,7 +229,9 @@ class Builder(threading.local):
 
     def _node(self, cls, meta, clauses, constants):
         flat = [c for item in clauses for c in (item if isinstance(item, list) else [item])]
-        return cls(**self._fields(cls, flat, constants), span=self._span(meta))
+        values = self._fields(cls, flat, constants)
+        values["span"] = self._span(meta)
+        return construct(cls, values)
 
     def _keyword(self, meta) -> str:
         """The leading keyword(s) of a clause, for messages: 'PARTITIONED BY', 'LOCATION'."""
@@ -300,13 +302,13 @@ CHECKS = {"merge": _check_merge, "create_table": _check_create, "replace_table":
 TOKENS = {  # named terminals kept as values (keywords and punctuation are dropped)
     "SOUP": lambda t: t,  # parsed by the rule that knows the slot: _expr() or query()
     "QUERY": lambda t: query(BUILDER.text, t),
-    "RAW": str,
-    "IDENT": str,
-    "BQUOTED": lambda t: t[1:-1].replace("``", "`"),
-    "STRING": unquote,
-    "NUMBER": str,
-    "MINUS": str,
-    "EXPLAIN_MODE": str,
+    "RAW": lambda t: t.value,
+    "IDENT": lambda t: t.value,
+    "BQUOTED": lambda t: t.value[1:-1].replace("``", "`"),
+    "STRING": lambda t: unquote(t.value),
+    "NUMBER": lambda t: t.value,
+    "MINUS": lambda t: t.value,
+    "EXPLAIN_MODE": lambda t: t.value,
 }
 
 BUILDER = Builder()
@@ -321,7 +323,10 @@ def _statement(rule):
             c = [v if isinstance(v, Clause) else Clause("statement", v, m) for v in c]
         if check:
             check(b, c, m)
-        return cls(**b._fields(cls, c, constants, renames), span=b._span(m), text=b._source(m))
+        values = b._fields(cls, c, constants, renames)
+        values["span"] = b._span(m)
+        values["text"] = b._source(m)
+        return construct(cls, values)
 
     return build
 
@@ -346,15 +351,16 @@ HANDLERS = {
 def _callback(handler):
     def callback(children):
         pos = Pos()
-        first, last = children[0], children[-1]
-        pos.start_pos, pos.line, pos.column = first.start_pos, first.line, first.column
-        pos.end_pos, pos.end_line, pos.end_column = last.end_pos, last.end_line, last.end_column
+        pos.start_pos = children[0].start_pos
+        pos.end_pos = children[-1].end_pos
         values = []
         for child in children:
             if type(child) is Pos:
                 values.append(child.value)
-            elif child.type in TOKENS:
-                values.append(TOKENS[child.type](child))
+            else:
+                convert = TOKENS.get(child.type)
+                if convert is not None:
+                    values.append(convert(child))
         pos.value = handler(BUILDER, pos, values)
         return pos
 

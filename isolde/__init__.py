@@ -14,11 +14,17 @@ from isolde.errors import IsoldeError
 __version__ = "0.1.0"
 
 
+_grammar_parse = None  # isolde.grammar.parser.parse, imported on first use (startup time)
+
+
 def parse(sql: str):
     """Parse SQL text (one or many ';'-separated statements) into statement ASTs."""
-    from isolde.grammar.parser import parse as _parse
+    global _grammar_parse
+    if _grammar_parse is None:
+        from isolde.grammar.parser import parse as _parse
 
-    return _parse(sql)
+        _grammar_parse = _parse
+    return _grammar_parse(sql)
 
 
 def split_statements(text: str):

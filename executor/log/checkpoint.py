@@ -14,6 +14,7 @@ import json
 import os
 import re
 from collections import OrderedDict
+from itertools import repeat
 from typing import Iterable
 
 import pyarrow as pa
@@ -281,9 +282,8 @@ def _column_rows(tables: list[pa.Table], name: str) -> list[dict]:
     for table in tables:
         if name not in table.column_names:
             continue
-        column = table.column(name)
-        valid = column.filter(pc.is_valid(column))
-        rows.extend(_normalise(v) for v in valid.to_pylist())
+        for chunk in table.column(name).chunks:
+            rows.extend(_normalise(v) for v in _valid_rows(chunk).to_pylist())
     return rows
 
 
@@ -293,13 +293,18 @@ _ADD_KNOWN = frozenset(AddFile._KNOWN)
 class CheckpointFiles:
     """The live files of a checkpoint, kept as Arrow and turned into AddFiles only when asked.
 
-    Conversion is column by column (no per-row dict building), and happens once per
-    checkpoint: every snapshot derived from the same checkpoint shares the result.
+    Conversion is column by column (one ``to_pylist`` per flat child column, none for
+    columns that are entirely null, no per-row dicts), and happens once per checkpoint:
+    every snapshot derived from the same checkpoint shares the result.
     """
+
+    __slots__ = ("_adds", "_files", "_keys", "_index")
 
     def __init__(self, adds: pa.StructArray | None):
         self._adds = adds
         self._files: list[AddFile] | None = None
+        self._keys: list[tuple] | None = None
+        self._index: dict | None = None
 
     def __len__(self) -> int:
         return 0 if self._adds is None else len(self._adds)
@@ -317,62 +322,115 @@ class CheckpointFiles:
                     gc.enable()
         return self._files
 
+    def key_index(self) -> dict | None:
+        """Replay key (path, DV id) -> position in ``materialize()``; None if keys repeat."""
+        if self._index is None:
+            files = self.materialize()
+            keys = self._keys
+            if keys is None:
+                keys = [f.key for f in files]
+            index = dict(zip(keys, range(len(keys))))
+            self._index = index if len(index) == len(files) else {}
+            self._keys = None
+        return self._index or None
+
     def _convert(self) -> list[AddFile]:
         arr = self._adds
         if arr is None or len(arr) == 0:
             return []
-        names = [arr.type.field(i).name for i in range(arr.type.num_fields)]
+        typ = arr.type
+        names = [typ.field(i).name for i in range(typ.num_fields)]
         n = len(arr)
 
         def column(name):
-            return arr.field(name).to_pylist() if name in names else [None] * n
+            """The child column as Python values, or None when it is missing or all null."""
+            if name not in names:
+                return None
+            child = arr.field(name)
+            if child.null_count == len(child):
+                return None
+            return child.to_pylist()
 
+        none = repeat(None)
         paths = column("path")
-        partition_values = column("partitionValues")
+        if paths is None:
+            paths = [None] * n
         sizes = column("size")
+        sizes = [0] * n if sizes is None else [v or 0 for v in sizes] if None in sizes else sizes
         mtimes = column("modificationTime")
+        mtimes = [0] * n if mtimes is None else [v or 0 for v in mtimes] if None in mtimes else mtimes
         data_changes = column("dataChange")
-        stats = column("stats")
+        if data_changes is None:
+            data_changes = repeat(True)
+        elif None in data_changes:
+            data_changes = [True if v is None else v for v in data_changes]
+        stats = column("stats") or none
+
+        pv_column = arr.field("partitionValues") if "partitionValues" in names else None
+        if pv_column is None or _all_empty_lists(pv_column):
+            partition_values = [{} for _ in range(n)]
+        else:
+            partition_values = [dict(pv) if pv else {} for pv in pv_column.to_pylist()]
         tags = column("tags")
+        tags = none if tags is None else [None if t is None else dict(t) for t in tags]
         dvs = column("deletionVector")
-        base_row_ids = column("baseRowId")
-        row_commit_versions = column("defaultRowCommitVersion")
-        clustering = column("clusteringProvider")
-        extras = [
-            (name, arr.field(name).to_pylist())
-            for name in names
-            if name not in _ADD_KNOWN and not name.endswith("_parsed")
-        ]
         from_dv = DeletionVectorDescriptor.from_dict
-        new = object.__new__
-        out = []
-        append = out.append
-        for i in range(n):
-            extra = {}
-            for name, values in extras:
-                if values[i] is not None:
-                    extra[name] = _normalise(values[i])
-            t = tags[i]
-            pv = partition_values[i]
-            dv = dvs[i]
-            dc = data_changes[i]
-            add = new(AddFile)  # skips the dataclass __init__: this loop runs once per live file
-            add.__dict__.update(
-                path=paths[i],
-                partition_values=dict(pv) if pv else {},
-                size=sizes[i] or 0,
-                modification_time=mtimes[i] or 0,
-                data_change=True if dc is None else dc,
-                stats=stats[i],
-                deletion_vector=None if dv is None else from_dv(dv),
-                tags=None if t is None else dict(t),
-                base_row_id=base_row_ids[i],
-                default_row_commit_version=row_commit_versions[i],
-                clustering_provider=clustering[i],
-                extra=extra,
+        dvs = none if dvs is None else [None if dv is None else from_dv(dv) for dv in dvs]
+        base_row_ids = column("baseRowId") or none
+        row_commit_versions = column("defaultRowCommitVersion") or none
+        clustering = column("clusteringProvider") or none
+
+        extras = []
+        for name in names:
+            if name not in _ADD_KNOWN and not name.endswith("_parsed"):
+                values = column(name)
+                if values is not None:
+                    extras.append((name, values))
+        extra_dicts = [{} for _ in range(n)]
+        for name, values in extras:
+            for extra, value in zip(extra_dicts, values):
+                if value is not None:
+                    extra[name] = _normalise(value)
+
+        # the dataclass __init__, called through map: the cheapest way to build them in bulk
+        files = list(
+            map(
+                AddFile, paths, partition_values, sizes, mtimes, data_changes, stats, dvs, tags,
+                base_row_ids, row_commit_versions, clustering, extra_dicts,
             )
-            append(add)
-        return out
+        )
+        if dvs is none:
+            self._keys = list(zip(paths, none))
+        return files
+
+
+def _all_empty_lists(column: pa.Array) -> bool:
+    """True when every entry of a list/map column is empty or null (no value to convert)."""
+    offsets = column.offsets
+    return len(offsets) == 0 or offsets[0].as_py() == offsets[len(offsets) - 1].as_py()
+
+
+def _valid_rows(chunk: pa.Array) -> pa.Array:
+    """The non-null entries of one chunk: a zero-copy slice when they are contiguous.
+
+    Checkpoint writers group each action type together, so the adds of a checkpoint are
+    one run of rows; filtering (which copies every nested child, stats strings included)
+    is only needed for an interleaved layout.
+    """
+    nulls = chunk.null_count
+    n = len(chunk)
+    if nulls == 0:
+        return chunk
+    if nulls == n:
+        return chunk.slice(0, 0)
+    mask = chunk.is_valid()
+    # (pc.index would do for the first position, but its Python wrapper imports pandas)
+    positions = pc.indices_nonzero(mask)
+    first = positions[0].as_py()
+    count = len(positions)
+    if positions[count - 1].as_py() - first + 1 == count:
+        return chunk.slice(first, count)
+    return chunk.filter(mask)
 
 
 def _valid_struct(tables: list[pa.Table], name: str) -> pa.StructArray | None:
@@ -380,9 +438,10 @@ def _valid_struct(tables: list[pa.Table], name: str) -> pa.StructArray | None:
     for table in tables:
         if name not in table.column_names:
             continue
-        column = table.column(name)
-        for chunk in column.chunks:
-            chunks.append(chunk.filter(chunk.is_valid()))
+        for chunk in table.column(name).chunks:
+            valid = _valid_rows(chunk)
+            if len(valid):
+                chunks.append(valid)
     if not chunks:
         return None
     return pa.concat_arrays(chunks) if len(chunks) > 1 else chunks[0]
@@ -443,7 +502,8 @@ class CheckpointReader:
         tables = []
         for path in self.paths:
             pf = pq.ParquetFile(pa.BufferReader(self._read_bytes(path)))
-            present = [c for c in columns if c in pf.schema_arrow.names]
+            names = set(pf.schema_arrow.names)
+            present = [c for c in columns if c in names]
             groups = _row_groups_with(pf.metadata, present)
             if groups is None:
                 tables.append(pf.read(columns=present))

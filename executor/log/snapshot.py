@@ -100,14 +100,29 @@ class ReplayState:
                 self.last_commit_info = action
 
     def live_files(self) -> list[AddFile]:
-        if self.checkpoint_files is None or len(self.checkpoint_files) == 0:
+        checkpoint_files = self.checkpoint_files
+        if checkpoint_files is None or len(checkpoint_files) == 0:
             return list(self.added.values())
         hidden = self.removed
         added = self.added
-        if hidden or added:
-            base = [f for f in self.checkpoint_files.materialize() if f.key not in hidden and f.key not in added]
+        files = checkpoint_files.materialize()
+        if not hidden and not added:
+            return list(files)
+        index = checkpoint_files.key_index()
+        if index is None:  # repeated keys in the checkpoint: filter file by file
+            base = [f for f in files if f.key not in hidden and f.key not in added]
         else:
-            base = list(self.checkpoint_files.materialize())
+            # look the (few) JSON-tail keys up in the checkpoint, not every checkpoint file in the tail
+            drop = {index[k] for k in hidden if k in index}
+            drop.update(index[k] for k in added if k in index)
+            if not drop:
+                base = list(files)
+            elif len(drop) <= 64:
+                base = list(files)
+                for i in sorted(drop, reverse=True):
+                    del base[i]
+            else:
+                base = [f for i, f in enumerate(files) if i not in drop]
         base.extend(added.values())
         return base
 
