@@ -35,7 +35,7 @@ import os
 import time
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from pyspark.sql import DataFrame, functions as F
 
@@ -46,6 +46,13 @@ from isolde.executor.scan import FILE_COL, ROW_COL, file_local_path, scan
 ACTION_COL = "_isolde_action"
 KEEP, UPDATE, DELETE, INSERT = "keep", "update", "delete", "insert"
 REWRITE, DV = "rewrite", "dv"
+# A partitioned copy-on-write rewrite writes each touched partition in its own Spark job (no
+# partitionBy sort, which spills on big rewrites) when there are at most MAX_GROUP_JOBS of them
+# holding GROUP_MIN_BYTES on average; a job costs ~0.3-0.5 s of fixed overhead on 2 cores, so
+# small rewrites are faster as one sorted partitionBy write. Measured at 10M rows / 10 partitions
+# (30 MB per partition): UPDATE 24.6 s sorted -> 17.9 s grouped; at 1M (6 MB) grouping was slower.
+MAX_GROUP_JOBS = 64
+GROUP_MIN_BYTES = 16 << 20
 
 
 def _truthy(v) -> bool:
@@ -161,13 +168,18 @@ def _live_rows(target: Target, add) -> int:
 
 def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: dict,
                   inserted: Optional[DataFrame] = None, *, changed_rows: Optional[dict] = None,
-                  metadata=None) -> ChangeSet:
+                  metadata=None, changes_for: Optional[Callable] = None) -> ChangeSet:
     """Write the files and build the actions for one DML statement.
 
     ``touched``: AddFile.path -> AddFile of every file with changed rows; ``changed_rows``:
     path -> number of updated + deleted rows in it (for the per-file decision and metrics).
     ``changes`` holds (at least) every row of the touched files that must survive or change;
     ``inserted`` new rows (table columns only).
+
+    ``changes_for(files) -> DataFrame``, when given, builds ``changes`` over just some of the
+    touched files, and promises that no surviving row leaves its file's partition. Then a
+    partitioned copy-on-write rewrite writes each partition's rows in its own job into a
+    literal partition folder: no partitionBy sort, no per-row file-path lookup.
     """
     from isolde.executor.writer import conform, write_files
 
@@ -192,7 +204,27 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
                           for f in struct.fields])
     config = S.configuration(metadata)
     parts: list[DataFrame] = []
-    if changes is not None and (touched or inserted is None):
+    grouped: list = []  # (partition values, conformed rows) written without a partitionBy sort
+    groups: dict = {}
+    if changes_for is not None and changes is not None and rewrite and not dv_files and target.partition_columns \
+            and not any(S.is_generated(f) and f.name.lower() in {c.lower() for c in target.partition_columns}
+                        for f in struct.fields):
+        for p in rewrite:
+            key = tuple(sorted((k, v) for k, v in touched[p].partition_values.items()))
+            groups.setdefault(key, []).append(touched[p])
+        size = sum(touched[p].size or 0 for p in rewrite)
+        if len(groups) > MAX_GROUP_JOBS or size < GROUP_MIN_BYTES * len(groups):
+            groups = {}
+    if groups:
+        sel = [F.col(f"`{c}`") for c in cols if c not in generated]
+        def group_rows(adds):
+            rows = changes_for(adds).filter(F.col(ACTION_COL) != DELETE)
+            return conform(rows.select(*sel), plain, by_name=True, table_name=target.name,
+                           configuration=config, identity=False)
+
+        for key, adds in groups.items():
+            grouped.append((dict(key), lambda adds=adds: group_rows(adds)))
+    elif changes is not None and (touched or inserted is None):
         sel = [F.col(f"`{c}`") for c in cols if c not in generated]
         if not dv_files:
             keep = changes.filter(F.col(ACTION_COL) != DELETE)
@@ -236,6 +268,15 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
             out.num_dv_files += 1
             out.num_copied_rows += 0
 
+    if grouped:
+        from isolde.executor.writer import write_partition_groups
+
+        written = write_partition_groups(ctx, grouped, target.path, metadata, data_change=True)
+        out.actions.extend(written.adds)
+        out.staged_paths.extend(written.staged_paths)
+        out.num_added_files += len(written.adds)
+        out.num_added_bytes += written.num_bytes
+        out.num_written_rows += written.num_rows
     if parts:
         df = parts[0]
         for other in parts[1:]:
@@ -249,7 +290,7 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
         out.staged_paths.extend(written.staged_paths)
         out.num_added_files += len(written.adds)
         out.num_added_bytes += written.num_bytes
-        out.num_written_rows = written.num_rows
+        out.num_written_rows += written.num_rows
 
     for p in rewrite:
         add = touched[p]
@@ -571,8 +612,6 @@ def run_update_delete(ctx, stmt, is_update: bool):
             return prepared(target, operation, parameters, None, {**metrics, "numAddedFiles": 0, "numRemovedFiles": 0,
                                                                   "numAddedBytes": 0, "numRemovedBytes": 0,
                                                                   "numCopiedRows": 0}, started)
-        rows = (flagged.filter(F.col(FILE_COL).isin(list(touched))) if nondet
-                else flagged_over(list(touched.values()), ids=target.deletion_vectors))
         c = F.col("__isolde_c")
         if is_update:
             new_cols = assignment_columns(struct, assignments, target.name,
@@ -587,8 +626,22 @@ def run_update_delete(ctx, stmt, is_update: bool):
         else:
             sel = [F.col(q(f.name)) for f in struct.fields]
             action = F.when(c, F.lit(DELETE)).otherwise(F.lit(KEEP))
-        changes = rows.select(*sel, F.col(FILE_COL), F.col(ROW_COL), action.alias(ACTION_COL))
-        change = apply_changes(ctx, target, changes, touched, changed_rows=changed)
+
+        def changes_over(rows):
+            return rows.select(*sel, F.col(FILE_COL), F.col(ROW_COL), action.alias(ACTION_COL))
+
+        if nondet:
+            changes = changes_over(flagged.filter(F.col(FILE_COL).isin(list(touched))))
+        else:
+            changes = changes_over(flagged_over(list(touched.values()), ids=target.deletion_vectors))
+        # rows stay in their file's partition unless a partition column is assigned
+        part_lower = {p.lower() for p in target.partition_columns}
+        moves = any(a.column[0].lower() in part_lower for a in assignments)
+        changes_for = None
+        if not nondet and not moves:
+            def changes_for(adds):
+                return changes_over(flagged_over(list(adds), ids=False))
+        change = apply_changes(ctx, target, changes, touched, changed_rows=changed, changes_for=changes_for)
         return prepared(target, operation, parameters, change, metrics, started)
     finally:
         views.close()

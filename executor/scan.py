@@ -145,6 +145,19 @@ def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequen
         df = spark.read.schema(data_struct).parquet(*local)
     if not need_keys:
         return df.select(*[F.col(f"`{f.name}`") for f in struct.fields])
+    if not with_row_ids and not has_dv and _one_partition(files):
+        # every file in one partition: its values are literals (no _metadata.file_path lookup per row)
+        physical = S.logical_to_physical(metadata)
+        values = files[0].partition_values
+        out = []
+        for f in struct.fields:
+            if f.name.lower() in part_lower:
+                source = next(p for p in parts if p.lower() == f.name.lower())
+                raw = _partition_value(values, physical.get(source, source))
+                out.append(_cast_partition(F.lit(raw).cast("string"), f.dataType).alias(f.name))
+            else:
+                out.append(F.col(f"`{f.name}`"))
+        return df.select(*out)
 
     df = df.select("*", F.col("_metadata.file_path").alias(_KEY), F.col("_metadata.row_index").alias(ROW_COL))
     encode = _KeyEncoder(spark)
@@ -198,6 +211,11 @@ def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequen
     if with_row_ids:
         out += [F.col(FILE_COL), F.col(ROW_COL)]
     return df.select(*out)
+
+
+def _one_partition(files) -> bool:
+    first = files[0].partition_values
+    return all(a.partition_values == first for a in files[1:])
 
 
 def _partition_value(values: dict, column: str) -> Optional[str]:

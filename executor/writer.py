@@ -321,18 +321,8 @@ def _rel_to_add_path(rel: str) -> str:
     return quote(rel, safe="/=")
 
 
-def write_files(ctx, df: DataFrame, table_path: str, metadata, *, data_change: bool = True,
-                max_records_per_file: Optional[int] = None) -> WrittenFiles:
-    """Write ``df`` (already conformed: the table's columns in order) as new data files."""
-    from isolde.executor.log.actions import AddFile
-
-    try:
-        from isolde.executor.log.stats import file_stats
-    except ImportError:  # pragma: no cover
-        file_stats = None
-
-    table_path = os.path.abspath(table_path)
-    parts = S.partition_columns(metadata)
+def _physical_frame(df: DataFrame, metadata, parts: list) -> tuple[DataFrame, list]:
+    """``df`` with the column names / types the data files hold, and the partition columns' names."""
     if S.column_mapping_mode(metadata) != "none":
         # data files hold physical names (nested too) and the column ids as Parquet field ids
         struct = S.metadata_schema(metadata)
@@ -347,6 +337,82 @@ def write_files(ctx, df: DataFrame, table_path: str, metadata, *, data_change: b
         df = df.select(*cols)
         mapping = S.logical_to_physical(metadata)
         parts = [mapping.get(p, p) for p in parts]
+    return df, parts
+
+
+def _adopt_files(staging: str, table_path: str, parts: list, result: "WrittenFiles", data_change: bool,
+                 rel_dir_of=None, pvalues_of=None) -> None:
+    """Move the Parquet files Spark wrote under ``staging`` into the table; one AddFile each.
+
+    By default the Hive-style folders under ``staging`` give the partition values; a group
+    write passes ``rel_dir_of`` / ``pvalues_of`` (staging sub-folder -> table folder / values).
+    """
+    from isolde.executor.log.actions import AddFile
+
+    try:
+        from isolde.executor.log.stats import file_stats
+    except ImportError:  # pragma: no cover
+        file_stats = None
+
+    for root, dirs, names in os.walk(staging):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+        for name in names:
+            if name.startswith((".", "_")) or not name.endswith(".parquet"):
+                continue
+            src = os.path.join(root, name)
+            rel_dir = os.path.relpath(root, staging)
+            rel_dir = "" if rel_dir == "." else rel_dir
+            if rel_dir_of is not None:
+                pvalues = dict(pvalues_of(rel_dir))
+                rel_dir = rel_dir_of(rel_dir)
+            else:
+                pvalues = {}
+                if rel_dir:
+                    for seg in rel_dir.split(os.sep):
+                        key, _, value = seg.partition("=")
+                        value = _hive_unescape(value)
+                        pvalues[key] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
+                pvalues = {p: pvalues.get(p, pvalues.get(next((k for k in pvalues if k.lower() == p.lower()), p)))
+                           for p in parts}
+            dest_dir = os.path.join(table_path, rel_dir) if rel_dir else table_path
+            os.makedirs(dest_dir, exist_ok=True)
+            dest = os.path.join(dest_dir, name)
+            os.rename(src, dest)
+            result.staged_paths.append(dest)
+            if file_stats is not None:
+                num, stats = file_stats(dest)
+            else:  # pragma: no cover
+                num, stats = None, None
+            if num == 0:
+                os.remove(dest)
+                continue
+            st = os.stat(dest)
+            rel = os.path.join(rel_dir, name) if rel_dir else name
+            result.adds.append(AddFile(
+                path=_rel_to_add_path(rel.replace(os.sep, "/")),
+                partition_values=pvalues,
+                size=st.st_size,
+                modification_time=int(st.st_mtime * 1000),
+                data_change=data_change,
+                stats=stats,
+            ))
+            result.num_rows += num or 0
+            result.num_bytes += st.st_size
+
+
+def _cleanup(result: "WrittenFiles") -> None:
+    for p in result.staged_paths:
+        if os.path.isdir(p):
+            shutil.rmtree(p, ignore_errors=True)
+        elif os.path.exists(p):
+            os.remove(p)
+
+
+def write_files(ctx, df: DataFrame, table_path: str, metadata, *, data_change: bool = True,
+                max_records_per_file: Optional[int] = None) -> WrittenFiles:
+    """Write ``df`` (already conformed: the table's columns in order) as new data files."""
+    table_path = os.path.abspath(table_path)
+    df, parts = _physical_frame(df, metadata, S.partition_columns(metadata))
     staging = os.path.join(table_path, f".isolde-staging-{uuid.uuid4().hex}")
     writer = df.write.mode("errorifexists").format("parquet").option("compression", "snappy")
     if max_records_per_file:
@@ -357,54 +423,93 @@ def write_files(ctx, df: DataFrame, table_path: str, metadata, *, data_change: b
     result = WrittenFiles(staged_paths=[staging])
     try:
         writer.save(staging)
-        moved = []
-        for root, dirs, names in os.walk(staging):
-            dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
-            for name in names:
-                if name.startswith((".", "_")) or not name.endswith(".parquet"):
-                    continue
-                src = os.path.join(root, name)
-                rel_dir = os.path.relpath(root, staging)
-                rel_dir = "" if rel_dir == "." else rel_dir
-                pvalues = {}
-                if rel_dir:
-                    for seg in rel_dir.split(os.sep):
-                        key, _, value = seg.partition("=")
-                        value = _hive_unescape(value)
-                        pvalues[key] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
-                pvalues = {p: pvalues.get(p, pvalues.get(next((k for k in pvalues if k.lower() == p.lower()), p)))
-                           for p in parts}
-                dest_dir = os.path.join(table_path, rel_dir) if rel_dir else table_path
-                os.makedirs(dest_dir, exist_ok=True)
-                dest = os.path.join(dest_dir, name)
-                os.rename(src, dest)
-                moved.append(dest)
-                result.staged_paths.append(dest)
-                if file_stats is not None:
-                    num, stats = file_stats(dest)
-                else:  # pragma: no cover
-                    num, stats = None, None
-                if num == 0:
-                    os.remove(dest)
-                    continue
-                st = os.stat(dest)
-                rel = os.path.join(rel_dir, name) if rel_dir else name
-                result.adds.append(AddFile(
-                    path=_rel_to_add_path(rel.replace(os.sep, "/")),
-                    partition_values=pvalues,
-                    size=st.st_size,
-                    modification_time=int(st.st_mtime * 1000),
-                    data_change=data_change,
-                    stats=stats,
-                ))
-                result.num_rows += num or 0
-                result.num_bytes += st.st_size
+        _adopt_files(staging, table_path, parts, result, data_change)
     except BaseException:
-        for p in result.staged_paths:
-            if os.path.isdir(p):
-                shutil.rmtree(p, ignore_errors=True)
-            elif os.path.exists(p):
-                os.remove(p)
+        _cleanup(result)
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    result.staged_paths = [p for p in result.staged_paths if p != staging]
+    return result
+
+
+# groups beyond this many go through one partitionBy write (a job per group costs ~0.1 s)
+MAX_GROUP_JOBS = 64
+
+
+def _partition_dir(spark, parts: list, values: dict) -> str:
+    """The Hive-style folder of a partition (Spark's own escaping, as partitionBy writes it)."""
+    utils = spark._jvm.org.apache.spark.sql.catalyst.catalog.ExternalCatalogUtils
+    segs = []
+    for p in parts:
+        v = values.get(p)
+        if v is None:
+            v = next((x for k, x in values.items() if k.lower() == p.lower()), None)
+        segs.append(utils.getPartitionPathString(p, v))
+    return "/".join(segs)
+
+
+def write_partition_groups(ctx, groups: Sequence[tuple], table_path: str, metadata, *,
+                           data_change: bool = True) -> WrittenFiles:
+    """Write rows already known to belong to one partition per group, without a partitionBy sort.
+
+    ``groups``: (partitionValues as in the log, keyed by physical column name; DataFrame -- or
+    a function returning it -- conformed to the table's columns, every row holding exactly
+    those partition values). Each
+    group is one Spark job writing into a literal partition folder (no shuffle, no sort); the
+    jobs run a few at a time so both cores stay busy, and they inherit the caller's job group
+    (cancellation). The AddFiles carry the given partition values unchanged.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pyspark.util import inheritable_thread_target
+
+    spark = getattr(ctx, "spark", ctx)
+    table_path = os.path.abspath(table_path)
+    staging = os.path.join(table_path, f".isolde-staging-{uuid.uuid4().hex}")
+    result = WrittenFiles(staged_paths=[staging])
+    parts = S.partition_columns(metadata)
+    if S.column_mapping_mode(metadata) != "none":
+        mapping = S.logical_to_physical(metadata)
+        parts = [mapping.get(p, p) for p in parts]
+    jobs = [(f"g{i}", dict(pvalues), _partition_dir(spark, parts, pvalues) if parts else "", df)
+            for i, (pvalues, df) in enumerate(groups)]
+    failed = []
+
+    def run(job):
+        sub, _, _, df = job
+        if failed:
+            return
+        try:
+            # built here, in the worker thread: planning the groups overlaps too
+            df, parts = _physical_frame(df() if callable(df) else df, metadata, S.partition_columns(metadata))
+            lower = {p.lower() for p in parts}
+            data = df.select(*[F.col(_q(c)) for c in df.columns if c.lower() not in lower])
+            data.write.mode("errorifexists").format("parquet").option("compression", "snappy") \
+                .save(os.path.join(staging, sub))
+        except BaseException as e:
+            failed.append(e)
+            raise
+
+    try:
+        workers = max(1, min(len(jobs), max(2, spark.sparkContext.defaultParallelism)))
+        if workers == 1:
+            for job in jobs:
+                run(job)
+        else:
+            with ThreadPoolExecutor(workers, thread_name_prefix="isolde-write") as pool:
+                target = inheritable_thread_target(spark)(run)
+                futures = [pool.submit(target, job) for job in jobs]
+                for fut in futures:
+                    fut.exception()
+            if failed:
+                raise failed[0]
+        by_sub = {sub: (rel, pv) for sub, pv, rel, _ in jobs}
+        _adopt_files(staging, table_path, [], result, data_change,
+                     rel_dir_of=lambda d: by_sub[d.split(os.sep)[0]][0],
+                     pvalues_of=lambda d: by_sub[d.split(os.sep)[0]][1])
+    except BaseException:
+        _cleanup(result)
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
