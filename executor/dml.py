@@ -41,7 +41,7 @@ from pyspark.sql import DataFrame, functions as F
 
 from isolde.errors import AnalysisError
 from isolde.executor import schema as S
-from isolde.executor.scan import FILE_COL, ROW_COL, file_local_path, scan
+from isolde.executor.scan import FILE_COL, ROW_COL, scan
 
 ACTION_COL = "_isolde_action"
 KEEP, UPDATE, DELETE, INSERT = "keep", "update", "delete", "insert"
@@ -464,7 +464,6 @@ def resolve_column_path(struct, path: tuple, table: str):
 
     from isolde.errors import ColumnNotFoundError
 
-    fields = struct.fields
     names = []
     dtype = None
     current = struct
@@ -549,7 +548,6 @@ def prepared(target: Target, operation: str, parameters: dict, change: Optional[
 
 
 def run_update_delete(ctx, stmt, is_update: bool):
-    from isolde.grammar import ast  # noqa: F401
     from isolde.planner.scope import conflict_scope
 
     started = time.time()

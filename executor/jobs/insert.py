@@ -140,13 +140,11 @@ def run_insert(ctx, stmt: ast.Insert) -> PreparedWrite:
     staged = list(written.staged_paths)
     removed = []
     copied = 0
-    mode = "Append"
     params: dict = {"mode": "Append", "partitionBy": json.dumps(parts)}
     overwrite_mode = str(ctx.conf.get("spark.sql.sources.partitionOverwriteMode", "static")).lower()
 
     try:
         if stmt.overwrite:
-            mode = "Overwrite"
             params["mode"] = "Overwrite"
             if parts and overwrite_mode == "dynamic":
                 touched = {tuple(a.partition_values.get(p) for p in parts) for a in written.adds}
@@ -155,22 +153,24 @@ def run_insert(ctx, stmt: ast.Insert) -> PreparedWrite:
                     static_pred = " AND ".join(f"`{c}` = {v}" for c, v in static.items())
                     pred = f"({pred}) AND ({static_pred})" if pred else None
                 params["dynamicPartitionOverwrite"] = "true"
-                removed = txn.filter_files(partition_predicate_sql=pred) if pred else []
+                removed = _files_where_partition_condition_holds(
+                    ctx, snap, txn.filter_files(partition_predicate_sql=pred), pred, struct, parts) if pred else []
                 if pred is None:
                     txn.record_read("false", files=[])
             elif static:
                 pred = " AND ".join(f"`{c}` = {v}" for c, v in static.items())
                 params["predicate"] = json.dumps([pred])
-                removed = txn.filter_files(partition_predicate_sql=pred)
+                removed = _files_where_partition_condition_holds(
+                    ctx, snap, txn.filter_files(partition_predicate_sql=pred), pred, struct, parts)
             else:
                 removed = txn.filter_files()
                 txn.read_whole_table()
         elif replace_sql is not None:
-            mode = "Overwrite"
             params = {"mode": "Overwrite", "partitionBy": json.dumps(parts), "predicate": json.dumps([replace_sql])}
             candidates = txn.filter_files(replace_sql)
             if _only_partition_columns(replace_sql, parts):
-                removed = candidates
+                # one value of the condition per file: replace exactly the files where it is TRUE
+                removed = _files_where_partition_condition_holds(ctx, snap, candidates, replace_sql, struct, parts)
             else:
                 removed = candidates
                 if candidates:
@@ -235,6 +235,33 @@ def _check_columns(sql: str, names: list[str], table: str) -> None:
         return
     for c in tree.find_all(exp.Column):
         resolve_column(c.name, names, table)
+
+
+def _files_where_partition_condition_holds(ctx, snap, files, condition: str, struct, parts) -> list:
+    """The files whose partition values make ``condition`` (on partition columns only) TRUE.
+
+    Log-level pruning is conservative (it keeps what it cannot evaluate), so it cannot say
+    which files to drop wholesale; Spark evaluates the condition once per distinct partition.
+    """
+    if not files:
+        return []
+    physical = S.logical_to_physical(snap.metadata)
+
+    def values_of(add) -> tuple:  # partitionValues are keyed by physical names under column mapping
+        pv = add.partition_values
+        return tuple(pv.get(physical.get(p, p), pv.get(p)) for p in parts)
+
+    tuples = sorted({values_of(f) for f in files}, key=lambda t: tuple((v is None, v or "") for v in t))
+    fields = {f.name.lower(): f for f in struct.fields}
+    raw = ctx.spark.createDataFrame([(i, *t) for i, t in enumerate(tuples)],
+                                    "__isolde_i INT, " + ", ".join(f"`__p{i}` STRING" for i in range(len(parts))))
+    typed = raw.select("__isolde_i", *[
+        (F.col(f"__p{i}") if fields[p.lower()].dataType.typeName() == "string"
+         else F.col(f"__p{i}").cast(fields[p.lower()].dataType)).alias(fields[p.lower()].name)
+        for i, p in enumerate(parts)])
+    holds = {r[0] for r in typed.filter(F.coalesce(F.expr(condition), F.lit(False))).select("__isolde_i").collect()}
+    matching = {tuples[i] for i in holds}
+    return [f for f in files if values_of(f) in matching]
 
 
 def _only_partition_columns(sql: str, parts: list[str]) -> bool:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import replace
-from typing import Optional
 
 import sqlglot.expressions as exp
 from pyspark.sql import functions as F

@@ -3,6 +3,7 @@ constraints; every written table is read back by delta-rs and compared with isol
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 
@@ -113,6 +114,20 @@ def test_replace_where(session, table_path):
     with pytest.raises(E.ConstraintViolationError, match="REPLACE WHERE"):
         session.execute("INSERT INTO r REPLACE WHERE id >= 3 VALUES (1, 'x')")
     assert _version(session, "r") == 2
+
+
+def test_replace_where_on_partition_columns_replaces_exactly_the_matching_partitions(session, table_path):
+    # `upper(p)` cannot be evaluated on the log; files of other partitions must survive untouched
+    session.execute("CREATE TABLE rp (id INT, p STRING) PARTITIONED BY (p)")
+    session.execute("INSERT INTO rp VALUES (1, 'a'), (2, 'b'), (3, NULL)")
+    r = session.execute("INSERT INTO rp REPLACE WHERE upper(p) = 'A' SELECT 10, 'a'")
+    assert r.metrics["numRemovedFiles"] == 1
+    assert _same(session, table_path, "rp") == sorted_rows([(10, "a"), (2, "b"), (3, None)])
+    session.execute("CREATE TABLE rd (id INT, day DATE) PARTITIONED BY (day)")
+    session.execute("INSERT INTO rd VALUES (1, DATE'2024-01-01'), (2, DATE'2024-01-02')")
+    session.execute("INSERT INTO rd REPLACE WHERE day >= DATE'2024-01-02' AND year(day) = 2024 "
+                    "SELECT 5, DATE'2024-01-03'")
+    assert _same(session, table_path, "rd") == [(1, dt.date(2024, 1, 1)), (5, dt.date(2024, 1, 3))]
 
 
 def test_identity_columns(session, table_path):
