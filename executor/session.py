@@ -20,6 +20,7 @@ Spark exceptions never reach the user raw: they are translated to isolde errors
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 import re
 import threading
@@ -189,10 +190,7 @@ class Session:
                     return out
                 result = translate_errors(out.commit)
                 if isinstance(result, CommitResult) and not result.elapsed_s:
-                    try:
-                        object.__setattr__(result, "elapsed_s", time.perf_counter() - started)
-                    except Exception:
-                        pass
+                    result = dataclasses.replace(result, elapsed_s=time.perf_counter() - started)
                 return result
             if prepare:
                 raise E.AnalysisError(f"{_statement_name(stmt)} is not a write; prepare() needs INSERT, UPDATE, "
