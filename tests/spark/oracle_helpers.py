@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
+
 
 def _norm(value):
     return value
@@ -26,3 +28,16 @@ def sorted_rows(rows) -> list[tuple]:
     return sorted((tuple(r) for r in rows), key=_sort_key)
 
 
+def spark_type(t: pa.DataType):
+    """The Spark type of a pyarrow type, for tests that write Parquet files and logs directly."""
+    from pyspark.sql import types as T
+
+    simple = [(pa.types.is_int64, T.LongType), (pa.types.is_int32, T.IntegerType),
+              (pa.types.is_float64, T.DoubleType), (pa.types.is_string, T.StringType),
+              (pa.types.is_boolean, T.BooleanType), (pa.types.is_date32, T.DateType)]
+    for test, spark in simple:
+        if test(t):
+            return spark()
+    if pa.types.is_struct(t):
+        return T.StructType([T.StructField(f.name, spark_type(f.type), True) for f in t])
+    raise TypeError(f"no Spark type for {t} in the test helpers")

@@ -20,6 +20,7 @@ import sqlglot
 import sqlglot.expressions as exp
 
 from isolde.grammar import ast
+from oracle_helpers import spark_type
 
 
 # --------------------------------------------------------------------------- parsing
@@ -202,7 +203,6 @@ def make_table(path: str, schema: pa.Schema, batches: Iterable[Sequence[dict]] =
     """Create a Delta table at ``path``: version 0 (metadata + protocol), then one commit
     holding one file per batch (rows as dicts). Partitioned tables get one file per batch and
     partition value."""
-    import json
 
     from pyspark.sql import types as T
 
@@ -212,7 +212,7 @@ def make_table(path: str, schema: pa.Schema, batches: Iterable[Sequence[dict]] =
     from isolde.executor.log.stats import file_stats
 
     os.makedirs(path, exist_ok=True)
-    struct = T.StructType([T.StructField(f.name, _spark_type(f.type), True) for f in schema])
+    struct = T.StructType([T.StructField(f.name, spark_type(f.type), True) for f in schema])
     config = {"delta.enableDeletionVectors": "false"}
     config.update(properties or {})
     metadata = Metadata(schema_string=S.struct_to_delta(struct), partition_columns=tuple(partition_by),
@@ -242,23 +242,3 @@ def make_table(path: str, schema: pa.Schema, batches: Iterable[Sequence[dict]] =
                                 st.st_size, int(st.st_mtime * 1000), True, stats))
     if adds:
         log.start_transaction().commit(adds, operation="WRITE", operation_parameters={"mode": "Append"})
-
-
-def _spark_type(t: pa.DataType):
-    from pyspark.sql import types as T
-
-    if pa.types.is_int64(t):
-        return T.LongType()
-    if pa.types.is_int32(t):
-        return T.IntegerType()
-    if pa.types.is_float64(t):
-        return T.DoubleType()
-    if pa.types.is_string(t):
-        return T.StringType()
-    if pa.types.is_boolean(t):
-        return T.BooleanType()
-    if pa.types.is_date32(t):
-        return T.DateType()
-    if pa.types.is_struct(t):
-        return T.StructType([T.StructField(f.name, _spark_type(f.type), True) for f in t])
-    raise TypeError(t)

@@ -18,6 +18,7 @@ from typing import Iterable, Optional, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from oracle_helpers import spark_type
 
 SCHEMA = pa.schema([("id", pa.int64()), ("x", pa.int32()), ("s", pa.string())])
 
@@ -32,22 +33,6 @@ def new_session(tmp_path, **conf):
     settings = fast_conf()
     settings.update(conf)
     return isolde.connect(warehouse=str(tmp_path / "wh"), conf=settings)
-
-
-def _spark_type(t: pa.DataType):
-    from pyspark.sql import types as T
-
-    if pa.types.is_int64(t):
-        return T.LongType()
-    if pa.types.is_int32(t):
-        return T.IntegerType()
-    if pa.types.is_float64(t):
-        return T.DoubleType()
-    if pa.types.is_boolean(t):
-        return T.BooleanType()
-    if pa.types.is_date32(t):
-        return T.DateType()
-    return T.StringType()
 
 
 def _write_file(path: str, rows: Sequence[dict], schema: pa.Schema, partition_by: Sequence[str]):
@@ -81,7 +66,7 @@ def make_table(path: str, batches: Iterable[Sequence[dict]] = (), *, schema: pa.
 
     os.makedirs(path, exist_ok=True)
     field_metadata = field_metadata or {}
-    struct = T.StructType([T.StructField(f.name, _spark_type(f.type), True, field_metadata.get(f.name, {}))
+    struct = T.StructType([T.StructField(f.name, spark_type(f.type), True, field_metadata.get(f.name, {}))
                            for f in schema])
     config = {"delta.enableDeletionVectors": "true"}
     config.update(properties or {})
