@@ -1,15 +1,17 @@
 """DML benchmark: isolde (Spark) vs delta-rs (`deltalake`) on identical data in the same run.
 
     .venv/bin/python benchmarks/dml.py                 # 1M rows (quick)
-    .venv/bin/python benchmarks/dml.py --rows 10000000 # the full figure
+    .venv/bin/python benchmarks/dml.py --rows 10000000 --repeat 3  # the full figure
 
 Table: id, key, date (partition column, --dates values), v1..v5; written once by delta-rs
 and copied, so both engines start from the same files. Operations, applied in sequence to
 both tables: UPDATE of 1% of the rows (key % 100 = 0: in every file), DELETE of 0.1%, MERGE upsert of a
 rows/100 source (100k rows for 10M; half matches, half new). For each: wall time, rows/s, bytes rewritten,
 the ratio isolde / delta-rs, and a "floor": a plain Spark read + filter + Parquet write of
-the same files isolde rewrote (what copy-on-write cannot beat on this engine). Peak memory:
-the Python driver (getrusage) and the JVM (VmHWM).
+the same files isolde rewrote (what copy-on-write cannot beat on this engine), timed right
+after the statement; isolde's own split of its time into finding rows (scanTimeMs) and writing
+(rewriteTimeMs). With --repeat N every round starts from fresh copies and medians are shown.
+Peak memory: the Python driver (getrusage) and the JVM (VmHWM).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -109,10 +112,12 @@ def main(argv=None) -> int:
                     help="MERGE source rows, half matching (default rows/100: 100k for 10M rows)")
     ap.add_argument("--dir", default=None, help="scratch folder (default: a temp dir, removed after)")
     ap.add_argument("--skip-deltalake", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds from fresh copies of the table; medians are printed (timings on a shared "
+                         "2-core machine vary by 10-20%% between runs)")
     args = ap.parse_args(argv)
 
     sys.path.insert(0, os.path.dirname(HERE))
-    import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
 
     import isolde
@@ -123,22 +128,19 @@ def main(argv=None) -> int:
     wh = os.path.join(scratch, "warehouse")
     iso_path = os.path.join(wh, "default", "bench")
     drs_path = os.path.join(scratch, "deltalake", "bench")
+    pristine = os.path.join(scratch, "pristine")
     try:
         t = time.perf_counter()
         data = build_data(args.rows, args.dates)
-        write_deltalake(drs_path, data, partition_by=["date"])
-        os.makedirs(os.path.dirname(iso_path), exist_ok=True)
-        shutil.copytree(drs_path, iso_path)
-        size = sum(os.path.getsize(p) for p in glob.glob(os.path.join(iso_path, "**", "*.parquet"), recursive=True))
+        write_deltalake(pristine, data, partition_by=["date"])
+        del data
+        size = sum(os.path.getsize(p) for p in glob.glob(os.path.join(pristine, "**", "*.parquet"), recursive=True))
         print(f"data: {args.rows:,} rows, {args.dates} partitions, {size / 1e6:.1f} MB Parquet "
-              f"(built in {time.perf_counter() - t:.1f} s)")
+              f"(built in {time.perf_counter() - t:.1f} s); {args.repeat} round(s), medians shown")
         source = merge_source(args.rows, args.dates, args.source_rows or max(args.rows // 100, 2))
         spark = get_spark()
         s = isolde.connect(warehouse=wh, spark=spark)
         s.spark.createDataFrame(source.to_pandas()).createOrReplaceTempView("bench_source")
-        # warm the JVM (first query plans and codegen) on the same table
-        s.execute("SELECT count(*) FROM bench").rows
-        spark.table("bench_source").count()
 
         ops = [
             ("UPDATE 1%", "UPDATE bench SET v1 = v1 + 1, v2 = 0 WHERE key % 100 = 0", "numUpdatedRows",
@@ -151,38 +153,63 @@ def main(argv=None) -> int:
              lambda dt: dt.merge(source, "t.id = s.id", source_alias="s", target_alias="t")
              .when_matched_update_all().when_not_matched_insert_all().execute(), "TRUE"),
         ]
-        results = []
-        for name, sql, count_key, drs_fn, keep in ops:
-            t = time.perf_counter()
-            res = s.execute(sql)
-            iso_s = time.perf_counter() - t
-            _, adds, removes = last_commit(iso_path)
-            iso_bytes = sum(a["size"] for a in adds)
-            rows_touched = (res.metrics.get(count_key) if count_key else
-                            res.metrics.get("numTargetRowsUpdated", 0) + res.metrics.get("numTargetRowsInserted", 0))
-            floor_s = floor_rewrite(spark, iso_path, removes, keep, scratch)
-            drs_s = drs_bytes = float("nan")
-            drs_metrics = {}
-            if not args.skip_deltalake:
-                dt = DeltaTable(drs_path)
+        rounds = []  # per round: per op (iso_s, drs_s, floor_s, iso_bytes, drs_bytes, metrics, drs_metrics)
+        for rnd in range(args.repeat):
+            # every round starts both engines from the same files
+            for path in (iso_path, drs_path):
+                shutil.rmtree(path, ignore_errors=True)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                shutil.copytree(pristine, path)
+            os.sync()  # the copies' dirty pages would otherwise be flushed during the first statement
+            # warm the JVM (first query plans and codegen) on the same table
+            s.execute("SELECT count(*) FROM bench").rows
+            spark.table("bench_source").count()
+            results = []
+            for name, sql, count_key, drs_fn, keep in ops:
                 t = time.perf_counter()
-                drs_metrics = drs_fn(dt)
-                drs_s = time.perf_counter() - t
-                _, dadds, _ = last_commit(drs_path)
-                drs_bytes = sum(a["size"] for a in dadds)
-            results.append((name, iso_s, drs_s, floor_s, iso_bytes, drs_bytes, rows_touched, res.metrics, drs_metrics))
+                res = s.execute(sql)
+                iso_s = time.perf_counter() - t
+                _, adds, removes = last_commit(iso_path)
+                iso_bytes = sum(a["size"] for a in adds)
+                # the floor right after the statement, on the files it rewrote (same machine state)
+                floor_s = floor_rewrite(spark, iso_path, removes, keep, scratch)
+                drs_s = drs_bytes = float("nan")
+                drs_metrics = {}
+                if not args.skip_deltalake:
+                    dt = DeltaTable(drs_path)
+                    t = time.perf_counter()
+                    drs_metrics = drs_fn(dt)
+                    drs_s = time.perf_counter() - t
+                    _, dadds, _ = last_commit(drs_path)
+                    drs_bytes = sum(a["size"] for a in dadds)
+                results.append((iso_s, drs_s, floor_s, iso_bytes, drs_bytes, res.metrics, drs_metrics))
+            rounds.append(results)
+            print(f"round {rnd + 1}: " + ", ".join(f"{op[0]} {r[0]:.2f} s (floor {r[2]:.2f} s)"
+                                                   for op, r in zip(ops, results)), flush=True)
+
+        def med(values):
+            values = [v for v in values if v == v]
+            return statistics.median(values) if values else float("nan")
 
         print()
         print(f"{'operation':<22}{'isolde s':>10}{'delta-rs s':>12}{'iso/drs':>9}{'floor s':>9}{'DML/floor':>10}"
-              f"{'rows/s (isolde)':>17}{'MB rewritten iso':>18}{'MB drs':>9}")
-        for name, iso_s, drs_s, floor_s, ib, db, touched, m, dm in results:
-            ratio = iso_s / drs_s if drs_s == drs_s and drs_s else float("nan")
-            fr = iso_s / floor_s if floor_s else float("nan")
-            rps = args.rows / iso_s
+              f"{'scan s':>8}{'rewrite s':>10}{'rows/s (isolde)':>17}{'MB rewritten iso':>18}{'MB drs':>9}")
+        for i, (name, *_rest) in enumerate(ops):
+            per = [r[i] for r in rounds]
+            iso_s, drs_s, floor_s = med([p[0] for p in per]), med([p[1] for p in per]), med([p[2] for p in per])
+            ratio = med([p[0] / p[1] for p in per if p[1] == p[1] and p[1]])
+            fr = med([p[0] / p[2] for p in per if p[2]])
+            scan_s = med([p[5].get("scanTimeMs", float("nan")) / 1000 for p in per])
+            rewrite_s = med([p[5].get("rewriteTimeMs", float("nan")) / 1000 for p in per])
+            ib, db = per[-1][3], per[-1][4]
             print(f"{name:<22}{iso_s:>10.2f}{drs_s:>12.2f}{ratio:>9.2f}{floor_s:>9.2f}{fr:>10.2f}"
-                  f"{rps:>17,.0f}{ib / 1e6:>18.1f}{db / 1e6:>9.1f}")
+                  f"{scan_s:>8.2f}{rewrite_s:>10.2f}{args.rows / iso_s:>17,.0f}{ib / 1e6:>18.1f}{db / 1e6:>9.1f}")
+        if args.repeat > 1:
+            print("(ratios are medians of the per-round ratios; every round: "
+                  + "; ".join(f"{op[0]} " + " ".join(f"{r[i][0] / r[i][2]:.2f}" for r in rounds)
+                              for i, op in enumerate(ops)) + ")")
         print()
-        for name, *_, touched, m, dm in results:
+        for (name, *_), (*_, m, dm) in zip(ops, rounds[-1]):
             keys = ("numUpdatedRows", "numDeletedRows", "numTargetRowsUpdated", "numTargetRowsInserted",
                     "numAddedFiles", "numRemovedFiles", "numCopiedRows")
             im = {k: m[k] for k in keys if k in m}

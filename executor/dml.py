@@ -605,7 +605,9 @@ def run_update_delete(ctx, stmt, is_update: bool):
         changed = {r[0]: int(r[1]) for r in counts}
         touched = {p: by_path[p] for p in changed}
         n_changed = sum(changed.values())
-        metrics = {"numUpdatedRows" if is_update else "numDeletedRows": n_changed}
+        scanned = time.time()
+        metrics = {"numUpdatedRows" if is_update else "numDeletedRows": n_changed,
+                   "scanTimeMs": int((scanned - started) * 1000)}
         if not touched:
             return prepared(target, operation, parameters, None, {**metrics, "numAddedFiles": 0, "numRemovedFiles": 0,
                                                                   "numAddedBytes": 0, "numRemovedBytes": 0,
@@ -640,6 +642,7 @@ def run_update_delete(ctx, stmt, is_update: bool):
             def changes_for(adds):
                 return changes_over(flagged_over(list(adds), ids=False))
         change = apply_changes(ctx, target, changes, touched, changed_rows=changed, changes_for=changes_for)
+        metrics["rewriteTimeMs"] = int((time.time() - scanned) * 1000)
         return prepared(target, operation, parameters, change, metrics, started)
     finally:
         views.close()

@@ -5,27 +5,30 @@ Plan (all Spark work happens before the commit; the commit only writes the log):
 
 1. Source: an isolde table (its current snapshot), a Spark temp view / table (e.g. a
    DataFrame the user registered), or a query (isolde tables in it bound to snapshots).
-   Materialised when it holds non-deterministic functions, so every pass sees the same rows.
+   Materialised once with a row id (localCheckpoint): every pass sees the same rows.
 2. Scope: ``merge_join_keys`` names the equality joins; one aggregate over the source gives
    the number of source rows and, per key, count / min / max of its values, then the
    distinct values when there are at most 1,000 (else the min/max range). The planner's
    ``conflict_scope`` turns those into the read predicate, recorded via the transaction,
    which also returns the candidate files.
-3. Pass 1 (when there are WHEN MATCHED / NOT MATCHED BY SOURCE clauses): join candidates with
-   the source, evaluate which clause applies per pair (first match wins), count per target
-   row -> touched files, rows updated / deleted per file, and the cardinality check
-   (MergeCardinalityError when one target row would be modified by several source rows,
-   except for a lone unconditional DELETE as in Delta).
+3. Pass 1: join the candidates with the source (broadcast when small) -> the matching
+   (target row, source row) pairs, and with NOT MATCHED BY SOURCE clauses the unmatched target
+   rows; which clause acts per pair (first match wins); per file the rows updated / deleted ->
+   touched files; the cardinality check (MergeCardinalityError when one target row would be
+   modified by several source rows, except for a lone unconditional DELETE as in Delta),
+   skipped when the source's key tuples are unique; and which source rows matched.
 4. Pass 2: rows of the touched files joined again with the source -> new values and actions;
-   source rows without a match (left anti join with every candidate) -> inserted rows;
-   executor/dml.py writes them (rewrite or deletion vector per file).
+   source rows that matched nothing (an anti join on the source row ids from pass 1, no
+   second look at the target) -> inserted rows; executor/dml.py writes them (rewrite or
+   deletion vector per file, a touched partition per job when no row moves). A source too big
+   to broadcast whose matches touch every candidate takes one full outer join instead.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import sqlglot.expressions as exp
 from pyspark.sql import functions as F
@@ -41,10 +44,10 @@ from isolde.executor.scan import FILE_COL, ROW_COL, scan
 from isolde.grammar import ast
 
 SRC_FLAG = "__isolde_src"
+SID = "__isolde_sid"
 CLAUSE = "__isolde_cl"
 KEY_SET_LIMIT = 1000
 BROADCAST_ROWS = 500_000
-COMBINE_BROADCAST_SOURCE_IN_OUTER_JOIN = True  # 10M-row upsert: 33.9 s combined vs 37.7 s split (noisy)
 
 
 _bound = dml.bound_sql
@@ -95,21 +98,40 @@ def _clause_params(clauses) -> str:
     return json.dumps(out)
 
 
-def _key_values(spark, src_view: str, s_alias: str, keys) -> tuple[dict, int]:
-    """Per join key: the distinct source values (or a KeyRange); plus the source row count."""
+@dataclass(frozen=True)
+class SourceSummary:
+    """What one aggregate over the source tells the plan."""
+
+    key_values: dict  # target join column -> the distinct source values, or a KeyRange
+    rows: int
+    # every source row with non-NULL keys has a distinct key tuple (compared in the target's
+    # types): then no target row can match two source rows, and pass 1 needs no row positions
+    unique_keys: bool
+
+
+def _summarise_source(spark, src_view: str, s_alias: str, keys, target_types: dict) -> SourceSummary:
     from isolde.planner.scope import KeyRange
 
     exprs = ["count(*)"]
-    for i, k in enumerate(keys):
+    for k in keys:
         e = f"({k.source_sql})"
         exprs += [f"count(DISTINCT {e})", f"min({e})", f"max({e})", f"max(CASE WHEN {e} IS NULL THEN 1 ELSE 0 END)"]
+    lower_types = {name.lower(): t for name, t in target_types.items()}
+    typed = [lower_types.get(k.target_column.lower()) for k in keys]
+    if keys and all(typed):
+        # the key tuple in the target's types (a cast to the same type is removed by Spark)
+        typed = [f"try_cast(({k.source_sql}) AS {t})" for k, t in zip(keys, typed)]
+        exprs += [f"count(DISTINCT {', '.join(typed)})",
+                  "count_if(" + " AND ".join(f"{t} IS NOT NULL" for t in typed) + ")"]
     row = spark.sql(f"SELECT {', '.join(exprs)} FROM {src_view} AS {q(s_alias)}").collect()[0]
     n_source = int(row[0])
     out = {}
     to_collect = []
+    null_safe_with_nulls = False
     for i, k in enumerate(keys):
         count, lo, hi, has_null = row[1 + 4 * i: 5 + 4 * i]
         has_null = bool(has_null)
+        null_safe_with_nulls = null_safe_with_nulls or (k.null_safe and has_null)
         if count == 0:
             out[k.target_column] = [None] if has_null else []
         elif count == 1:
@@ -118,13 +140,14 @@ def _key_values(spark, src_view: str, s_alias: str, keys) -> tuple[dict, int]:
             to_collect.append((i, k, has_null))
         else:
             out[k.target_column] = KeyRange(lo, hi, int(count), has_null)
+    unique = bool(keys) and all(typed) and not null_safe_with_nulls and row[-2] == row[-1]
     if to_collect:
         # every set is known to hold at most KEY_SET_LIMIT values: one bounded job for all keys
         sets = ", ".join(f"collect_set(({k.source_sql}))" for _, k, _ in to_collect)
         got = spark.sql(f"SELECT {sets} FROM {src_view} AS {q(s_alias)}").collect()[0]
         for (i, k, has_null), values in zip(to_collect, got):
             out[k.target_column] = list(values) + ([None] if has_null else [])
-    return out, n_source
+    return SourceSummary(out, n_source, unique)
 
 
 def _clause_case(indexed) -> str:
@@ -167,12 +190,14 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
 
     # ---- source
     src_df = _source_df(ctx, stmt, target, views)
-    if dml.has_nondeterminism(getattr(stmt.source, "tree", None)):
-        src_df = src_df.localCheckpoint(eager=True)
     src_cols = list(src_df.columns)
     src_struct = src_df.schema
-    src_df = src_df.withColumn(SRC_FLAG, F.lit(True))
+    # materialised once, with a row id: every pass sees the same rows (non-deterministic sources
+    # too), a source query runs once, and pass 1 can say which source rows matched
+    src_df = src_df.select("*", F.lit(True).alias(SRC_FLAG), F.monotonically_increasing_id().alias(SID)) \
+        .localCheckpoint(eager=True)
     src_view = views.add(src_df, "source")
+    materialized = time.time()
 
     # ---- schema (evolution adds the source's new columns for SET * / INSERT *)
     struct = target.struct
@@ -187,7 +212,8 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     # ---- scope
     types = target.column_types
     keys = merge_join_keys(stmt, types, stmt.target_alias, src_cols)
-    key_values, n_source = _key_values(spark, src_view, s_alias, keys)
+    summary = _summarise_source(spark, src_view, s_alias, keys, types)
+    key_values, n_source = summary.key_values, summary.rows
     scope = conflict_scope(stmt, types, target.partition_columns, stmt.target_alias, key_values,
                            source_columns=src_cols, **target.scope_flags())
     files = dml.read_scope(target, scope)
@@ -265,24 +291,29 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     metrics = {"numSourceRows": n_source, "numTargetRowsUpdated": 0, "numTargetRowsDeleted": 0,
                "numTargetRowsInserted": 0}
 
-    tv_all = None
-
     def target_view(file_list, hint, ids=True):
         return views.add(dml.scan_rows(ctx, target, file_list, ids), hint)
 
     # join strategy: the source is usually the small side. Broadcast it when small, else hash it
     # (a shuffled hash join never sorts the target side); FULL OUTER cannot broadcast.
+    broadcast = n_source <= BROADCAST_ROWS
     shuffle_hint = f"/*+ SHUFFLE_HASH({q(s_alias)}) */"
-    hint = f"/*+ BROADCAST({q(s_alias)}) */" if n_source <= BROADCAST_ROWS else shuffle_hint
+    hint = f"/*+ BROADCAST({q(s_alias)}) */" if broadcast else shuffle_hint
+    ta, sa = q(t_alias), q(s_alias)
 
-    # ---- pass 1: touched files, counts, cardinality
+    # ---- pass 1: the (target row, source row) pairs ON matches over the candidates (plus, with
+    # NOT MATCHED BY SOURCE clauses, the unmatched target rows a clause acts on) -> touched files,
+    # rows updated / deleted per file, the cardinality check, and which source rows matched
+    # (what decides the inserts: no second look at the target's keys)
     touched: dict = {}
     changed: dict = {}
     upd_total = del_total = 0
     max_all = 0
     moves = False  # some row changes partition: rows cannot be written per source partition
-    if (matched or by_source) and files:
-        tv_all = target_view(files, "target")
+    matched_sids = None  # source row ids of the source rows that matched some target row
+    pass2_source = None  # the source rows pass 2 needs (those that matched), when known
+    n_matched = 0
+    if files:
         join = "LEFT JOIN" if by_source else "INNER JOIN"
         # does an acting clause move a row to another partition (assigns a partition column a new value)?
         part_lower = {c.lower() for c in target.partition_columns}
@@ -292,8 +323,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
             for a, sql in pairs:
                 f = _field(struct, a.column[0]) if len(a.column) == 1 else None
                 if f is not None and f.name.lower() in part_lower:
-                    tests.append(f"NOT (CAST(({sql}) AS {f.dataType.simpleString()}) <=> "
-                                 f"{q(t_alias)}.{q(f.name)})")
+                    tests.append(f"NOT (CAST(({sql}) AS {f.dataType.simpleString()}) <=> {ta}.{q(f.name)})")
             if tests:
                 moved_sql[i] = "(" + " OR ".join(tests) + ")"
 
@@ -301,48 +331,72 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
             parts = " ".join(f"WHEN ({cond[i]}) THEN {moved_sql.get(i, 'false')}" for i, _ in indexed)
             return f"CASE {parts} ELSE false END" if indexed and moved_sql else "false"
 
-        mv = (f"CASE WHEN {q(s_alias)}.{SRC_FLAG} IS NULL THEN {moved_case(by_source)} "
+        mv = (f"CASE WHEN {sa}.{SRC_FLAG} IS NULL THEN {moved_case(by_source)} "
               f"ELSE {moved_case(matched)} END") if moved_sql else "false"
-        pairs_sql = (f"SELECT {hint} {q(t_alias)}.{FILE_COL} AS f, {q(t_alias)}.{ROW_COL} AS r, "
-                     f"CASE WHEN {q(s_alias)}.{SRC_FLAG} IS NULL THEN {bs_case} ELSE {matched_case} END AS cl, "
-                     f"coalesce({mv}, true) AS mv "
-                     f"FROM {tv_all} AS {q(t_alias)} {join} {src_view} AS {q(s_alias)} ON ({on})")
-        upd_list = ",".join(map(str, update_idx)) or "-2"
-        del_list = ",".join(map(str, delete_idx)) or "-2"
-        per_row = (f"SELECT f, r, count(*) AS n_all, sum(IF(cl >= 0, 1, 0)) AS n_act, "
-                   f"max(IF(cl >= 0, cl, NULL)) AS cl, max(IF(cl >= 0 AND mv, 1, 0)) AS mv "
-                   f"FROM ({pairs_sql}) GROUP BY f, r")
-        per_file = (f"SELECT f, sum(IF(n_act > 0 AND cl IN ({upd_list}), 1, 0)) AS upd, "
-                    f"sum(IF(n_act > 0 AND cl IN ({del_list}), 1, 0)) AS del, max(n_act) AS max_act, "
-                    f"max(n_all) AS max_all, max(mv) AS mv FROM ({per_row}) GROUP BY f")
-        stats = spark.sql(per_file).collect()
-        lone_delete = len(matched) == 1 and _kind(matched[0][1]) == "delete" and matched[0][1].condition is None
-        for f, upd, dele, max_act, m_all, f_mv in stats:
-            moves = moves or bool(f_mv)
-            if max_act and max_act > 1 and not lone_delete:
-                raise MergeCardinalityError(
-                    "Cannot perform Merge as multiple source rows matched and attempted to modify the same target "
-                    f"row in the Delta table `{target.name}` in possibly conflicting ways. By SQL semantics of "
-                    "Merge, when multiple source rows match on the same target row, the result may be ambiguous "
-                    "as it is unclear which source row should be used to update or delete the matching target "
-                    "row. You can preprocess the source table to eliminate the possibility of multiple matches.")
-            if upd or dele:
-                touched[f] = by_path[f]
-                changed[f] = int(upd) + int(dele)
-                upd_total += int(upd)
-                del_total += int(dele)
-                max_all = max(max_all, int(m_all or 0))
+        tv_all = target_view(files, "target")
+        pairs_df = spark.sql(
+            f"SELECT {hint} {ta}.{FILE_COL} AS f, {ta}.{ROW_COL} AS r, {sa}.{SID} AS sid, "
+            f"CASE WHEN {sa}.{SRC_FLAG} IS NULL THEN {bs_case} ELSE {matched_case} END AS cl, "
+            f"coalesce({mv}, true) AS mv "
+            f"FROM {tv_all} AS {ta} {join} {src_view} AS {sa} ON ({on})")
+        if by_source:
+            pairs_df = pairs_df.filter("sid IS NOT NULL OR cl >= 0")
+        if summary.unique_keys:
+            # no target row matches two source rows, so row positions are not needed: count the
+            # pairs per (file, source row, clause) -- one row per match in an upsert, one per file
+            # and clause for the unmatched target rows or a low-cardinality join key
+            pairs_df = pairs_df.groupBy("f", "sid", "cl", "mv").agg(F.count(F.lit(1)).alias("n"))
+            if broadcast:
+                # small, and used two or three times: file statistics, the inserts, pass 2's source
+                pairs_df = pairs_df.localCheckpoint(eager=True)
+                pass2_source = src_df.join(pairs_df.select(F.col("sid").alias(SID)).distinct(), SID, "left_semi")
+            per_row = ("SELECT f, 1 AS n_all, IF(cl >= 0, 1, 0) AS n_act, IF(cl >= 0, cl, NULL) AS cl, "
+                       "IF(cl >= 0 AND mv, 1, 0) AS mv, IF(sid IS NULL, 0, n) AS m, n FROM {pairs}")
+        else:
+            per_row = ("SELECT f, r, count(*) AS n_all, sum(IF(cl >= 0, 1, 0)) AS n_act, "
+                       "max(IF(cl >= 0, cl, NULL)) AS cl, max(IF(cl >= 0 AND mv, 1, 0)) AS mv, "
+                       "count(sid) AS m, 1 AS n FROM {pairs} GROUP BY f, r")
+        matched_sids = pairs_df.filter("sid IS NOT NULL").select("sid")
+        if matched or by_source:
+            per_row = per_row.format(pairs=views.add(pairs_df, "pairs"))
+            upd_list = ",".join(map(str, update_idx)) or "-2"
+            del_list = ",".join(map(str, delete_idx)) or "-2"
+            per_file = (f"SELECT f, sum(IF(n_act > 0 AND cl IN ({upd_list}), n, 0)) AS upd, "
+                        f"sum(IF(n_act > 0 AND cl IN ({del_list}), n, 0)) AS del, max(n_act) AS max_act, "
+                        f"max(n_all) AS max_all, max(mv) AS mv, sum(m) AS m FROM ({per_row}) GROUP BY f")
+            stats = spark.sql(per_file).collect()
+            lone_delete = len(matched) == 1 and _kind(matched[0][1]) == "delete" and matched[0][1].condition is None
+            for f, upd, dele, max_act, m_all, f_mv, m in stats:
+                n_matched += int(m or 0)
+                moves = moves or bool(f_mv)
+                if max_act and max_act > 1 and not lone_delete:
+                    raise MergeCardinalityError(
+                        "Cannot perform Merge as multiple source rows matched and attempted to modify the same "
+                        f"target row in the Delta table `{target.name}` in possibly conflicting ways. By SQL "
+                        "semantics of Merge, when multiple source rows match on the same target row, the result "
+                        "may be ambiguous as it is unclear which source row should be used to update or delete "
+                        "the matching target row. You can preprocess the source table to eliminate the "
+                        "possibility of multiple matches.")
+                if upd or dele:
+                    touched[f] = by_path[f]
+                    changed[f] = int(upd) + int(dele)
+                    upd_total += int(upd)
+                    del_total += int(dele)
+                    max_all = max(max_all, int(m_all or 0))
+        elif pass2_source is not None:
+            n_matched = matched_sids.count()  # materialised: a cheap count
+        else:
+            n_matched = BROADCAST_ROWS + 1  # not counted: do not broadcast the matched ids
+    scanned = time.time()
     metrics["numTargetRowsUpdated"] = upd_total
     metrics["numTargetRowsDeleted"] = del_total
 
-    # ---- pass 2: one full outer join when the touched files are every candidate (a big upsert),
-    # else rows of the touched files (2a) + inserts against every candidate (2b)
+    # ---- pass 2: rows of the touched files joined again with the source -> new values; source
+    # rows that matched nothing -> inserts. A source too big to broadcast whose matches touch
+    # every candidate file goes through one full outer join instead (one shuffle, not two).
     has_identity = any(S.is_identity(f) for f in struct.fields)
-    # (COMBINE_BROADCAST_SOURCE_IN_OUTER_JOIN = False would send a broadcastable source through 2a + 2b
-    # instead: no shuffle of the target's columns, touched partitions written per job, but an anti join
-    # over every candidate for the inserts; measured at 10M rows / 100k source it was no faster.)
-    combined = bool(not_matched and touched and len(touched) == len(files) and max_all <= 1 and not has_identity
-                    and (n_source > BROADCAST_ROWS or COMBINE_BROADCAST_SOURCE_IN_OUTER_JOIN))
+    combined = bool(not broadcast and not_matched and touched and len(touched) == len(files) and max_all <= 1
+                    and not has_identity)
     per_clause = {}
     for i, pairs in update_values.items():
         per_clause[i] = dml.assignment_columns(struct, [a for a, _ in pairs], target.name,
@@ -382,12 +436,12 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     pass2_ids = target.deletion_vectors or max_all > 1  # copy-on-write needs no row positions
     if combined:
         tv = target_view(list(touched.values()), "touched", pass2_ids)
-        t_cols = [f"{q(t_alias)}.{q(f.name)}" for f in target.struct.fields] + [
-            f"{q(t_alias)}.{FILE_COL}", f"{q(t_alias)}.{ROW_COL}", f"{q(t_alias)}.{dml.TGT_FLAG}"]
-        clause = (f"CASE WHEN {q(t_alias)}.{dml.TGT_FLAG} IS NULL THEN {nm_case} "
-                  f"WHEN {q(s_alias)}.{SRC_FLAG} IS NULL THEN {bs_case} ELSE {matched_case} END AS {CLAUSE}")
+        t_cols = [f"{ta}.{q(f.name)}" for f in target.struct.fields] + [
+            f"{ta}.{FILE_COL}", f"{ta}.{ROW_COL}", f"{ta}.{dml.TGT_FLAG}"]
+        clause = (f"CASE WHEN {ta}.{dml.TGT_FLAG} IS NULL THEN {nm_case} "
+                  f"WHEN {sa}.{SRC_FLAG} IS NULL THEN {bs_case} ELSE {matched_case} END AS {CLAUSE}")
         rows = spark.sql(f"SELECT {shuffle_hint} {', '.join(t_cols + [clause] + value_cols + ins_cols)} "
-                         f"FROM {tv} AS {q(t_alias)} FULL OUTER JOIN {src_view} AS {q(s_alias)} ON ({on})")
+                         f"FROM {tv} AS {ta} FULL OUTER JOIN {src_view} AS {sa} ON ({on})")
         is_ins = F.col(dml.TGT_FLAG).isNull()
         rows = rows.filter(~is_ins | (cl >= 0))
         out = []
@@ -397,35 +451,42 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
         action = F.when(is_ins, F.lit(INSERT)).otherwise(target_action)
         changes = rows.select(*out, F.col(FILE_COL), F.col(ROW_COL), action.alias(ACTION_COL))
     else:
+        pass2_view = src_view
+
         def changes_over(file_list, ids):
             tv = target_view(file_list, "touched", ids)
-            sel = ", ".join([f"{q(t_alias)}.*",
-                             f"CASE WHEN {q(s_alias)}.{SRC_FLAG} IS NULL THEN {bs_case} ELSE {matched_case} END "
-                             f"AS {CLAUSE}"] + value_cols)
-            rows = spark.sql(f"SELECT {hint} {sel} FROM {tv} AS {q(t_alias)} LEFT JOIN {src_view} AS {q(s_alias)} "
-                             f"ON ({on})")
+            sel = ", ".join([f"{ta}.*", f"CASE WHEN {sa}.{SRC_FLAG} IS NULL THEN {bs_case} ELSE {matched_case} END "
+                                        f"AS {CLAUSE}"] + value_cols)
+            rows = spark.sql(f"SELECT {hint} {sel} FROM {tv} AS {ta} LEFT JOIN {pass2_view} AS {sa} ON ({on})")
             if max_all > 1:  # a target row matched several source rows (at most one of them acts)
                 w = Window.partitionBy(FILE_COL, ROW_COL).orderBy(F.col(CLAUSE).desc())
                 rows = rows.withColumn("__isolde_rn", F.row_number().over(w)).filter("__isolde_rn = 1")
             out = [target_value(f).alias(f.name) for f in struct.fields]
             return rows.select(*out, F.col(FILE_COL), F.col(ROW_COL), target_action.alias(ACTION_COL))
 
+        if touched and pass2_source is not None:
+            # only source rows that matched reach the join: half the broadcast in an upsert
+            pass2_view = views.add(pass2_source.localCheckpoint(eager=True), "matched_source")
         if touched:
             changes = changes_over(list(touched.values()), pass2_ids)
-            if not pass2_ids and not moves:
+            if broadcast and not pass2_ids and not moves:
                 # no row leaves its partition: dml may write each touched partition in its own job
                 def changes_for(adds):
                     return changes_over(list(adds), False)
         if not_matched:
-            if files:
-                if tv_all is None:
-                    tv_all = target_view(files, "target")
-                anti = f"LEFT ANTI JOIN {tv_all} AS {q(t_alias)} ON ({on})"
-            else:
-                anti = ""
             sel = ", ".join([f"{nm_case} AS {CLAUSE}"] + ins_cols)
-            src_rows = spark.sql(f"SELECT {sel} FROM {src_view} AS {q(s_alias)} {anti}").filter(cl >= 0)
-            inserted = src_rows.select(*[insert_value(f).alias(f.name) for f in struct.fields])
+            if matched_sids is None:  # no candidate file: no source row matches
+                src_rows = spark.sql(f"SELECT {sel} FROM {src_view} AS {sa}")
+            else:
+                ids = views.add(matched_sids, "matched")
+                ids_hint = "/*+ BROADCAST(m) */" if n_matched <= BROADCAST_ROWS else ""
+                src_rows = spark.sql(f"SELECT {ids_hint} {sel} FROM {src_view} AS {sa} "
+                                     f"LEFT ANTI JOIN {ids} AS m ON {sa}.{SID} = m.sid")
+            inserted = src_rows.filter(cl >= 0).select(*[insert_value(f).alias(f.name) for f in struct.fields])
+            if target.partition_columns:
+                # each partition's new rows in one task: one new file per partition, not one per
+                # partition and source split
+                inserted = inserted.repartition(*[F.col(q(c)) for c in target.partition_columns])
 
     change = dml.apply_changes(ctx, target, changes, touched, inserted, changed_rows=changed,
                                metadata=new_metadata, changes_for=changes_for)
@@ -433,6 +494,9 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
         new_metadata = change.metadata_update
     if new_metadata is not None:
         change.actions.insert(0, new_metadata)
+    metrics["materializeSourceTimeMs"] = int((materialized - started) * 1000)
+    metrics["scanTimeMs"] = int((scanned - materialized) * 1000)
+    metrics["rewriteTimeMs"] = int((time.time() - scanned) * 1000)
     written = change.num_written_rows
     metrics["numTargetRowsInserted"] = max(written - upd_total - change.num_copied_rows, 0)
     metrics["numTargetRowsCopied"] = change.num_copied_rows

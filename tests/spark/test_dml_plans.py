@@ -1,0 +1,150 @@
+"""Every physical plan of UPDATE / DELETE / MERGE gives the same table (Spark).
+
+The executor picks between plans by size: a partitioned copy-on-write rewrite writes each
+touched partition in its own job only above ``dml.GROUP_MIN_BYTES`` per partition, and MERGE
+broadcasts a source of at most ``merge.BROADCAST_ROWS`` rows (else it shuffles it, and a big
+upsert touching every candidate file takes one full outer join). Small test tables never
+cross those lines, so this file forces each plan with the thresholds and replays one
+statement sequence -- unique and duplicate source keys, rows moving partition, NOT MATCHED
+BY SOURCE, an insert-only merge, a join key matching a whole partition, UPDATE, DELETE --
+checking the hand-computed final table and that every plan reports the same row counts.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pyarrow as pa
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from test_dml_helpers import Runner, make_table  # noqa: E402
+
+from isolde.executor import dml, writer  # noqa: E402
+from isolde.executor.jobs import merge  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64()), ("s", pa.string()), ("d", pa.string())])
+
+
+def _row(i, v=None, s=None, d=None):
+    return {"id": i, "v": i * 10 if v is None else v, "s": s or f"r{i}", "d": d or "abc"[i % 3]}
+
+
+STATEMENTS = [
+    # unique source keys: no cardinality pass over row positions; rows stay in their partition
+    ("u1", [_row(1, 1001, "u"), _row(4, 1004, "u"), _row(20, 1020, "u"), _row(21, 1021, "u")],
+     "MERGE INTO p t USING u1 s ON s.id = t.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"),
+    # two source rows match id 2, only one acts; the other matched, so it is not inserted
+    ("u2", [_row(2, 5, "x", "c"), _row(2, -5, "y", "c"), _row(30, 1, "n", "a")],
+     "MERGE INTO p t USING u2 s ON s.id = t.id WHEN MATCHED AND s.v > 0 THEN UPDATE SET v = t.v + s.v "
+     "WHEN NOT MATCHED THEN INSERT *"),
+    # a row moves to another partition
+    (None, None, "MERGE INTO p t USING (SELECT 5 AS id) s ON s.id = t.id WHEN MATCHED THEN UPDATE SET d = 'a'"),
+    # NOT MATCHED BY SOURCE with a target-only ON conjunct
+    ("u3", [_row(0, 0, "z", "a"), _row(99, 9, "new", "b")],
+     "MERGE INTO p t USING u3 s ON s.id = t.id AND t.d = 'a' WHEN MATCHED THEN DELETE "
+     "WHEN NOT MATCHED BY SOURCE AND t.d = 'a' AND t.v > 100 THEN UPDATE SET s = 'nbs' "
+     "WHEN NOT MATCHED THEN INSERT *"),
+    # insert-only: no target file is rewritten
+    ("u4", [_row(3, 0, "dup", "a"), _row(40, 40, "i", "b")],
+     "MERGE INTO p t USING u4 s ON s.id = t.id WHEN NOT MATCHED THEN INSERT *"),
+    (None, None, "UPDATE p SET v = v + 1 WHERE d = 'b' AND id < 10"),
+    # one source row matches a whole partition (a low-cardinality key): every row updated once
+    (None, None, "MERGE INTO p t USING (SELECT 'c' AS d, 7 AS bump) s ON s.d = t.d "
+                 "WHEN MATCHED THEN UPDATE SET v = t.v + s.bump"),
+    (None, None, "DELETE FROM p WHERE v > 1000 AND d <> 'b'"),
+]
+
+FINAL = [(1, 1002, "u", "b"), (2, 32, "r2", "c"), (3, 30, "r3", "a"), (4, 1005, "u", "b"), (5, 50, "r5", "a"),
+         (6, 60, "r6", "a"), (7, 71, "r7", "b"), (8, 87, "r8", "c"), (9, 90, "r9", "a"), (10, 100, "r10", "b"),
+         (11, 117, "r11", "c"), (30, 1, "n", "a"), (40, 40, "i", "b"), (99, 9, "new", "b")]
+
+# row counts: the same under every plan (file counts are not: plans lay rows out differently)
+COUNTS = ("numUpdatedRows", "numDeletedRows", "numTargetRowsUpdated", "numTargetRowsDeleted",
+          "numTargetRowsInserted")
+
+PLANS = {
+    "default": {},
+    "per_partition_writes": {"group_min_bytes": 0},
+    "shuffled_source": {"broadcast_rows": -1},
+}
+
+
+def _replay(tmp_path, monkeypatch, plan):
+    cfg = PLANS[plan]
+    if "group_min_bytes" in cfg:
+        monkeypatch.setattr(dml, "GROUP_MIN_BYTES", cfg["group_min_bytes"])
+    if "broadcast_rows" in cfg:
+        monkeypatch.setattr(merge, "BROADCAST_ROWS", cfg["broadcast_rows"])
+    grouped_writes = []
+    real_groups = writer.write_partition_groups
+
+    def spy_groups(ctx, groups, *a, **k):
+        grouped_writes.append(len(groups))
+        return real_groups(ctx, groups, *a, **k)
+
+    monkeypatch.setattr(writer, "write_partition_groups", spy_groups)
+    r = Runner(tmp_path / "wh")
+    # two files per partition, so a statement can touch some files of a partition and not others
+    make_table(r.path("p"), SCHEMA, [[_row(i) for i in range(12) if i % 2 == half] for half in (0, 1)],
+               partition_by=["d"])
+    spark = r.session.spark
+    queries = []
+    real_sql = spark.sql
+
+    def spy_sql(text, *a, **k):
+        queries.append(text)
+        return real_sql(text, *a, **k)
+
+    monkeypatch.setattr(spark, "sql", spy_sql)
+    counts = []
+    for name, rows, sql in STATEMENTS:
+        if name:
+            make_table(r.path(name), SCHEMA, [rows])
+        res = r.run(sql)
+        counts.append({k: res.metrics[k] for k in COUNTS if k in res.metrics})
+        if name == "u4":  # insert-only merge: appends, rewrites nothing
+            assert res.metrics["numRemovedFiles"] == 0 and res.metrics["numAddedFiles"] >= 1
+    full_outer = sum("FULL OUTER JOIN" in q for q in queries)
+    return r.rows("p"), counts, grouped_writes, full_outer
+
+
+@pytest.fixture(scope="module")
+def default_plan(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    try:
+        return _replay(tmp_path_factory.mktemp("default"), mp, "default")
+    finally:
+        mp.undo()
+
+
+@pytest.mark.parametrize("plan", list(PLANS))
+def test_every_plan_gives_the_same_table(tmp_path, monkeypatch, plan, default_plan):
+    default_counts = default_plan[1]
+    if plan == "default":
+        rows, counts, grouped_writes, full_outer = default_plan
+    else:
+        rows, counts, grouped_writes, full_outer = _replay(tmp_path, monkeypatch, plan)
+    assert rows == FINAL
+    assert counts == default_counts
+    # the plan the thresholds force was really taken
+    if "group_min_bytes" in PLANS[plan]:
+        assert grouped_writes, "no per-partition write happened"
+    else:
+        assert grouped_writes == []
+    if "broadcast_rows" in PLANS[plan]:
+        assert full_outer >= 1  # u1 touches every candidate file: one full outer join
+    else:
+        assert full_outer == 0
+    # the hand-checked counts of the sequence
+    assert default_counts[0]["numTargetRowsUpdated"] == 2 and default_counts[0]["numTargetRowsInserted"] == 2
+    assert default_counts[1]["numTargetRowsUpdated"] == 1 and default_counts[1]["numTargetRowsInserted"] == 1
+    assert (default_counts[3]["numTargetRowsDeleted"], default_counts[3]["numTargetRowsUpdated"],
+            default_counts[3]["numTargetRowsInserted"]) == (1, 1, 1)
+    assert default_counts[4]["numTargetRowsInserted"] == 1
+    assert default_counts[5]["numUpdatedRows"] == 3 and default_counts[6]["numTargetRowsUpdated"] == 4
+    assert default_counts[7]["numDeletedRows"] == 2
