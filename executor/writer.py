@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Optional, Sequence
 from urllib.parse import quote, unquote
@@ -410,50 +408,6 @@ def _cleanup(result: "WrittenFiles") -> None:
             os.remove(p)
 
 
-# A partitioned write keeps up to this many Parquet writers open per task instead of sorting the
-# task's rows by partition first (a task with more partitions sorts the rest, as Spark does).
-# A DML rewrite's tasks each read one file, so they hold one partition: no sort at all.
-# Measured, 10M rows / 10 partitions / 2 cores: sorted partitionBy 15.1 s, concurrent writers
-# 11.7 s, an unpartitioned write of the same rows 10.8 s.
-CONCURRENT_WRITERS = 16
-_WRITER_CONF = {"spark.sql.optimizer.plannedWrite.enabled": "false",
-                "spark.sql.maxConcurrentOutputFileWriters": str(CONCURRENT_WRITERS)}
-_writer_conf_lock = threading.Lock()
-_writer_conf_state: dict = {}  # id(session) -> [writes running, the values it had before]
-
-
-@contextmanager
-def concurrent_partition_writers(spark):
-    """Session SQL conf for unsorted partitioned writes while a write runs, then restored.
-
-    Planned writes (Spark >= 3.4) put the sort into the plan; with them off, Spark's file writer
-    uses concurrent writers instead. The conf is per session, so overlapping writes in
-    several threads share one setting (a count restores it after the last one ends); any
-    other query planned meanwhile gets the same rows either way.
-    """
-    key = id(spark)
-    with _writer_conf_lock:
-        state = _writer_conf_state.get(key)
-        if state is None:
-            saved = {k: spark.conf.get(k, None) for k in _WRITER_CONF}
-            for k, v in _WRITER_CONF.items():
-                spark.conf.set(k, v)
-            state = _writer_conf_state[key] = [0, saved]
-        state[0] += 1
-    try:
-        yield
-    finally:
-        with _writer_conf_lock:
-            state[0] -= 1
-            if state[0] == 0:
-                del _writer_conf_state[key]
-                for k, v in state[1].items():
-                    if v is None:
-                        spark.conf.unset(k)
-                    else:
-                        spark.conf.set(k, v)
-
-
 def write_files(ctx, df: DataFrame, table_path: str, metadata, *, data_change: bool = True,
                 max_records_per_file: Optional[int] = None) -> WrittenFiles:
     """Write ``df`` (already conformed: the table's columns in order) as new data files."""
@@ -468,11 +422,7 @@ def write_files(ctx, df: DataFrame, table_path: str, metadata, *, data_change: b
         writer = writer.partitionBy(*[col_names.get(p.lower(), p) for p in parts])
     result = WrittenFiles(staged_paths=[staging])
     try:
-        if parts:
-            with concurrent_partition_writers(df.sparkSession):
-                writer.save(staging)
-        else:
-            writer.save(staging)
+        writer.save(staging)
         _adopt_files(staging, table_path, parts, result, data_change)
     except BaseException:
         _cleanup(result)
