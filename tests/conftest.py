@@ -1,7 +1,8 @@
 """Shared pytest set-up for the whole suite.
 
 Everything under ``tests/spark/`` is marked ``spark`` automatically (so ``-m "not spark"``
-gives the fast suite); the one SparkSession lives in ``tests/spark/conftest.py``.
+gives the fast suite) unless its module sets ``NEEDS_SPARK = False``; the one SparkSession
+lives in ``tests/spark/conftest.py``.
 """
 
 from __future__ import annotations
@@ -20,5 +21,6 @@ _SPARK_DIR = os.path.join(os.path.dirname(__file__), "spark")
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if str(item.fspath).startswith(_SPARK_DIR + os.sep):
+        # a module there that runs no Spark job says so with NEEDS_SPARK = False
+        if str(item.fspath).startswith(_SPARK_DIR + os.sep) and getattr(item.module, "NEEDS_SPARK", True):
             item.add_marker(pytest.mark.spark)

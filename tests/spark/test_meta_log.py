@@ -38,6 +38,9 @@ from test_meta_helpers import (
     version_of,
 )
 
+# runs no Spark job (log-level runners only): part of the fast suite
+NEEDS_SPARK = False
+
 DAY = 86_400
 T_ROWS = as_tuples(rows_of(3, 0, "a") + rows_of(3, 3, "b"))
 
