@@ -310,11 +310,19 @@ def _with_dv(add, dv):
 
 
 class TempViews:
-    """Unique temp view names for DataFrames, dropped on close."""
+    """Unique temp view names for DataFrames, dropped on close; and DataFrames materialised
+    for the statement (``checkpoint``), whose blocks are released on close instead of
+    lingering in executor memory until the JVM's garbage collector finds them."""
 
     def __init__(self, spark):
         self.spark = spark
         self.names: list[str] = []
+        self.materialised: list = []
+
+    def checkpoint(self, df: DataFrame) -> DataFrame:
+        df = df.localCheckpoint(eager=True)
+        self.materialised.append(df)
+        return df
 
     def add(self, df: DataFrame, hint: str = "v") -> str:
         name = f"__isolde_{hint}_{uuid.uuid4().hex[:12]}"
@@ -329,6 +337,12 @@ class TempViews:
             except Exception:
                 pass
         self.names.clear()
+        for df in self.materialised:
+            try:  # a checkpointed DataFrame is a LogicalRDD over the persisted blocks
+                df._jdf.queryExecution().analyzed().rdd().unpersist(False)
+            except Exception:
+                pass  # best effort: Spark's cleaner frees them once unreferenced anyway
+        self.materialised.clear()
 
 
 def bind_tables(ctx, tree, views: TempViews, *, target: Optional[Target] = None):
@@ -600,7 +614,7 @@ def run_update_delete(ctx, stmt, is_update: bool):
 
         flagged = flagged_over(files)
         if nondet:
-            flagged = flagged.localCheckpoint(eager=True)
+            flagged = views.checkpoint(flagged)
         counts = flagged.filter("__isolde_c").groupBy(FILE_COL).count().collect()
         changed = {r[0]: int(r[1]) for r in counts}
         touched = {p: by_path[p] for p in changed}

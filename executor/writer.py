@@ -457,7 +457,7 @@ def write_partition_groups(ctx, groups: Sequence[tuple], table_path: str, metada
     a function returning it -- conformed to the table's columns, every row holding exactly
     those partition values). Each
     group is one Spark job writing into a literal partition folder (no shuffle, no sort); the
-    jobs run a few at a time so both cores stay busy, and they inherit the caller's job group
+    jobs run two per core at a time so every core stays busy, and they inherit the caller's job group
     (cancellation). The AddFiles carry the given partition values unchanged.
     """
     from concurrent.futures import ThreadPoolExecutor
@@ -492,7 +492,10 @@ def write_partition_groups(ctx, groups: Sequence[tuple], table_path: str, metada
             raise
 
     try:
-        workers = max(1, min(len(jobs), max(2, spark.sparkContext.defaultParallelism)))
+        # twice the cores: while a thread plans its next group (py4j round trips), the others'
+        # jobs keep every core busy (plain Spark, 10 groups on 2 cores: 8.6 s with 2 threads,
+        # 8.4 s with 4, against 8.1 s for one balanced unpartitioned job)
+        workers = max(1, min(len(jobs), 2 * max(1, spark.sparkContext.defaultParallelism)))
         if workers == 1:
             for job in jobs:
                 run(job)

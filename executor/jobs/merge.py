@@ -194,8 +194,8 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     src_struct = src_df.schema
     # materialised once, with a row id: every pass sees the same rows (non-deterministic sources
     # too), a source query runs once, and pass 1 can say which source rows matched
-    src_df = src_df.select("*", F.lit(True).alias(SRC_FLAG), F.monotonically_increasing_id().alias(SID)) \
-        .localCheckpoint(eager=True)
+    src_df = views.checkpoint(src_df.select("*", F.lit(True).alias(SRC_FLAG),
+                                            F.monotonically_increasing_id().alias(SID)))
     src_view = views.add(src_df, "source")
     materialized = time.time()
 
@@ -348,7 +348,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
             pairs_df = pairs_df.groupBy("f", "sid", "cl", "mv").agg(F.count(F.lit(1)).alias("n"))
             if broadcast:
                 # small, and used two or three times: file statistics, the inserts, pass 2's source
-                pairs_df = pairs_df.localCheckpoint(eager=True)
+                pairs_df = views.checkpoint(pairs_df)
                 pass2_source = src_df.join(pairs_df.select(F.col("sid").alias(SID)).distinct(), SID, "left_semi")
             per_row = ("SELECT f, 1 AS n_all, IF(cl >= 0, 1, 0) AS n_act, IF(cl >= 0, cl, NULL) AS cl, "
                        "IF(cl >= 0 AND mv, 1, 0) AS mv, IF(sid IS NULL, 0, n) AS m, n FROM {pairs}")
@@ -466,7 +466,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
 
         if touched and pass2_source is not None:
             # only source rows that matched reach the join: half the broadcast in an upsert
-            pass2_view = views.add(pass2_source.localCheckpoint(eager=True), "matched_source")
+            pass2_view = views.add(views.checkpoint(pass2_source), "matched_source")
         if touched:
             changes = changes_over(list(touched.values()), pass2_ids)
             if broadcast and not pass2_ids and not moves:

@@ -148,3 +148,21 @@ def test_every_plan_gives_the_same_table(tmp_path, monkeypatch, plan, default_pl
     assert default_counts[4]["numTargetRowsInserted"] == 1
     assert default_counts[5]["numUpdatedRows"] == 3 and default_counts[6]["numTargetRowsUpdated"] == 4
     assert default_counts[7]["numDeletedRows"] == 2
+
+
+def test_materialised_rows_are_released_after_the_statement(tmp_path):
+    """MERGE materialises its source, its matches and the matched source rows; a non-deterministic
+    UPDATE its flagged rows. None of it may outlive the statement in executor memory."""
+    r = Runner(tmp_path / "wh")
+    make_table(r.path("p"), SCHEMA, [[_row(i) for i in range(12)]], partition_by=["d"])
+    make_table(r.path("u1"), SCHEMA, [STATEMENTS[0][1]])
+    sc = r.session.spark.sparkContext
+
+    def cached_rdds():
+        return {info.id() for info in sc._jsc.sc().getRDDStorageInfo()}
+
+    before = cached_rdds()
+    r.run(STATEMENTS[0][2])
+    r.run("UPDATE p SET v = v + 1 WHERE rand() < 2")  # non-deterministic: materialised once
+    assert cached_rdds() - before == set()
+    assert [row[1] for row in r.rows("p") if row[0] in (1, 20)] == [1002, 1021]
