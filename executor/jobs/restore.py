@@ -24,7 +24,7 @@ import time
 from isolde.errors import AnalysisError, ExecutionError, VersionNotFoundError
 from isolde.executor import properties as P
 from isolde.executor.jobs import executes
-from isolde.executor.log.actions import AddFile, DomainMetadata, now_ms
+from isolde.executor.log.actions import DomainMetadata, now_ms
 from isolde.executor.log.deletion_vectors import dv_file_path
 from isolde.executor.results import CommitResult, PreparedWrite
 from isolde.grammar import ast

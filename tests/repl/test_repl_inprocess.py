@@ -8,7 +8,6 @@ import signal
 import threading
 import time
 
-import pytest
 from prompt_toolkit.history import InMemoryHistory
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput

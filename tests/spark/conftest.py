@@ -10,7 +10,6 @@ a fresh warehouse per test.
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
@@ -31,7 +30,7 @@ def session(spark, tmp_path):
     s.close()
 
 
-from oracle_helpers import read_delta_rows, sorted_rows  # noqa: E402
+from oracle_helpers import read_delta_rows  # noqa: E402
 
 
 @pytest.fixture

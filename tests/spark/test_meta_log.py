@@ -20,7 +20,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from isolde import errors as E
-from isolde.executor.log.actions import RemoveFile
 
 from test_meta_helpers import (
     LogCtx,
@@ -498,7 +497,7 @@ def test_vacuum_deletes_only_unneeded_files(ctx, t):
     _old_tombstones(t, [gone])                                   # v2: removed 8 days ago
     append(t, rows_of(1, 40))                                    # v3
     recent = [a for a in snapshot(t).all_files if a.path != live.path][0]
-    txn_v = append(t, rows_of(1, 41))                            # v4
+    append(t, rows_of(1, 41))                                    # v4
     from isolde.executor.log.delta_log import DeltaLog
 
     txn = DeltaLog.for_table(t).start_transaction()

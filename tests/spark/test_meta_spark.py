@@ -15,7 +15,7 @@ import pytest
 
 from isolde import errors as E
 
-from test_meta_helpers import age_files, assert_same_rows, delta_rows, snapshot, sorted_rows, version_of
+from test_meta_helpers import age_files, assert_same_rows, snapshot, version_of
 
 pytestmark = pytest.mark.spark
 DAY = 86_400

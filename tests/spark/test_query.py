@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 import time
 
 import pytest
@@ -77,8 +76,8 @@ def test_time_travel_version_and_timestamp(shop, table_path):
     when = dt.datetime.fromtimestamp(ts_v1 / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
     assert len(shop.execute(f"SELECT * FROM customers TIMESTAMP AS OF '{when}'").rows) == 4
     # one query, two versions of the same table
-    rows = shop.execute(f"SELECT a.name FROM customers VERSION AS OF 1 a "
-                        f"LEFT ANTI JOIN customers b ON a.id = b.id ORDER BY a.name").rows
+    rows = shop.execute("SELECT a.name FROM customers VERSION AS OF 1 a "
+                        "LEFT ANTI JOIN customers b ON a.id = b.id ORDER BY a.name").rows
     assert rows == [("ann",), ("bob",), ("cid",)]
     with pytest.raises(E.VersionNotFoundError):
         shop.execute("SELECT * FROM customers VERSION AS OF 99")
