@@ -213,6 +213,20 @@ def test_merge_cardinality(r):
     assert [x[0] for x in r.rows("t")] == [0, 2, 3, 4]
 
 
+def test_merge_cardinality_sees_keys_equal_only_after_coercion(r):
+    # '1' and '01' differ as strings but both equal the target's bigint 1: the source is not
+    # unique in the target's type, so the per-row cardinality check must still run
+    spark = r.session.spark
+    spark.sql("SELECT * FROM VALUES ('1', 5L), ('01', 6L) AS x(id, v)").createOrReplaceTempView("coerced")
+    try:
+        version = r.log("t").update().version
+        with pytest.raises(MergeCardinalityError):
+            r.run("MERGE INTO t USING coerced s ON s.id = t.id WHEN MATCHED THEN UPDATE SET v = s.v")
+        assert r.log("t").update().version == version and r.rows("t") == sorted(BASE, key=lambda x: x[0])
+    finally:
+        spark.catalog.dropTempView("coerced")
+
+
 def test_merge_insert_only_appends_without_rewriting(r):
     _src(r, [(1, 100, "dup"), (7, 70, "new"), (8, 80, "new")])
     res = r.run("MERGE INTO t USING src s ON s.id = t.id WHEN NOT MATCHED THEN INSERT *")
