@@ -30,6 +30,7 @@ agree. DELETE without WHERE removes every file without reading data.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -158,6 +159,49 @@ class ChangeSet:
         }
 
 
+def partition_key(add) -> tuple:
+    """The group a touched file's rows are written with in a per-partition rewrite."""
+    return tuple(sorted(add.partition_values.items()))
+
+
+# partition column types whose typed equality is exactly "same partition value in the log":
+# inserted rows are matched to a touched partition by it (floats are not: -0.0 = 0.0)
+_FOLDABLE_PARTITION_TYPES = ("string", "tinyint", "smallint", "int", "bigint", "date", "boolean", "timestamp",
+                             "timestamp_ntz")
+
+
+def _in_partition(struct, partition_columns, metadata, values: dict):
+    """A condition true exactly for rows whose partition columns hold ``values`` (the log's
+    partitionValues, keyed by physical name)."""
+    from isolde.executor.scan import _cast_partition, _partition_value
+
+    physical = S.logical_to_physical(metadata)
+    cond = None
+    for p in partition_columns:
+        f = S.field_named(struct, p)
+        raw = _partition_value(values, physical.get(p, p))
+        value = _cast_partition(F.lit(raw).cast("string"), f.dataType) if raw is not None else F.lit(None)
+        test = F.col(q(f.name)).eqNullSafe(value)
+        cond = test if cond is None else cond & test
+    return cond
+
+
+def _bytes_conf(text: str) -> int:
+    """A Spark byte-size setting ('134217728', '128m', '1g') in bytes."""
+    text = str(text).strip().lower().rstrip("b")
+    scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}.get(text[-1:], 1)
+    return int(float(text[:-1] if scale > 1 else text) * scale)
+
+
+def _scan_splits(ctx, target: Target, adds) -> Optional[int]:
+    """How many tasks Spark reads ``adds`` with (plans a bare scan: lists, reads no data);
+    None when a deletion vector makes the scan a join (planning it would run the broadcast)."""
+    if any(a.deletion_vector is not None for a in adds):
+        return None
+    df = scan(ctx, target.snapshot, target.path, files=list(adds))
+    return int(df._jdf.queryExecution().executedPlan().execute().getNumPartitions())
+
+
 def _live_rows(target: Target, add) -> int:
     n = add.num_records or 0
     dv = add.deletion_vector
@@ -168,7 +212,8 @@ def _live_rows(target: Target, add) -> int:
 
 def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: dict,
                   inserted: Optional[DataFrame] = None, *, changed_rows: Optional[dict] = None,
-                  metadata=None, changes_for: Optional[Callable] = None) -> ChangeSet:
+                  metadata=None, changes_for: Optional[Callable] = None,
+                  views: Optional["TempViews"] = None) -> ChangeSet:
     """Write the files and build the actions for one DML statement.
 
     ``touched``: AddFile.path -> AddFile of every file with changed rows; ``changed_rows``:
@@ -179,7 +224,10 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
     ``changes_for(files) -> DataFrame``, when given, builds ``changes`` over just some of the
     touched files, and promises that no surviving row leaves its file's partition. Then a
     partitioned copy-on-write rewrite writes each partition's rows in its own job into a
-    literal partition folder: no partitionBy sort, no per-row file-path lookup.
+    literal partition folder: no partitionBy sort, no per-row file-path lookup. Given ``views``
+    (to materialise them once), the ``inserted`` rows that fall into a rewritten partition join
+    that partition's job (one file, not a rewritten file plus a file of new rows); only the
+    others take a partitionBy write.
     """
     from isolde.executor.writer import conform, write_files
 
@@ -210,20 +258,51 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
             and not any(S.is_generated(f) and f.name.lower() in {c.lower() for c in target.partition_columns}
                         for f in struct.fields):
         for p in rewrite:
-            key = tuple(sorted((k, v) for k, v in touched[p].partition_values.items()))
-            groups.setdefault(key, []).append(touched[p])
+            groups.setdefault(partition_key(touched[p]), []).append(touched[p])
         size = sum(touched[p].size or 0 for p in rewrite)
         if len(groups) > MAX_GROUP_JOBS or size < GROUP_MIN_BYTES * len(groups):
             groups = {}
     if groups:
         sel = [F.col(f"`{c}`") for c in cols if c not in generated]
+        new_rows = None  # inserted rows, conformed and materialised, when they join the groups' jobs
+        if inserted is not None and views is not None and not ident and all(
+                S.field_named(struct, c).dataType.simpleString() in _FOLDABLE_PARTITION_TYPES
+                for c in target.partition_columns):
+            ins = inserted.select(*[F.col(f"`{c}`") for c in cols if c not in generated])
+            new_rows = views.checkpoint(conform(ins, plain, by_name=True, table_name=target.name,
+                                                configuration=config, identity=False))
+            inserted = None
+            spark = ctx.spark
+            cores = max(1, spark.sparkContext.defaultParallelism)
+            split_bytes = _bytes_conf(spark.conf.get("spark.sql.files.maxPartitionBytes", "128m"))
+
         def group_rows(adds):
             rows = changes_for(adds).filter(F.col(ACTION_COL) != DELETE)
-            return conform(rows.select(*sel), plain, by_name=True, table_name=target.name,
+            rows = conform(rows.select(*sel), plain, by_name=True, table_name=target.name,
                            configuration=config, identity=False)
+            if new_rows is None:
+                return rows
+            mine = new_rows.filter(_in_partition(struct, target.partition_columns, metadata,
+                                                 adds[0].partition_values)).coalesce(1)
+            rows = rows.unionByName(mine)
+            # the new rows ride along in a rewrite task, not in a small file of their own. With a
+            # job per core or more, a partition of at most one read split's size is one task (Spark
+            # would halve a lone 50 MB file to keep both cores busy, one half often empty: a file
+            # is read by row group); else as many tasks as the rewrite alone.
+            if len(groups) >= cores and sum(a.size or 0 for a in adds) <= split_bytes:
+                return rows.coalesce(1)
+            splits = _scan_splits(ctx, target, adds)
+            return rows.coalesce(splits) if splits else rows
 
         for key, adds in groups.items():
             grouped.append((dict(key), lambda adds=adds: group_rows(adds)))
+        if new_rows is not None:
+            # new rows of partitions no touched file is in
+            matches = [_in_partition(struct, target.partition_columns, metadata, adds[0].partition_values)
+                       for adds in groups.values()]
+            elsewhere = new_rows.filter(~functools.reduce(lambda a, b: a | b, matches))
+            if not elsewhere.isEmpty():
+                parts.append(elsewhere)
     elif changes is not None and (touched or inserted is None):
         sel = [F.col(f"`{c}`") for c in cols if c not in generated]
         if not dv_files:

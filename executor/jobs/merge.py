@@ -48,6 +48,9 @@ SID = "__isolde_sid"
 CLAUSE = "__isolde_cl"
 KEY_SET_LIMIT = 1000
 BROADCAST_ROWS = 500_000
+# from this many matched source rows on, each partition's rewrite broadcasts only the rows that
+# matched it (one more materialisation, ~0.3 s; below it the whole table is a small broadcast)
+SPLIT_SOURCE_ROWS = 20_000
 
 
 _bound = dml.bound_sql
@@ -148,6 +151,37 @@ def _summarise_source(spark, src_view: str, s_alias: str, keys, target_types: di
         for (i, k, has_null), values in zip(to_collect, got):
             out[k.target_column] = list(values) + ([None] if has_null else [])
     return SourceSummary(out, n_source, unique)
+
+
+def _source_per_partition(spark, views, src_df, pairs_df, touched: dict):
+    """``partition key -> temp view`` of the source rows that matched the touched files of that
+    partition (from pass 1's pairs). A partition's rewrite then broadcasts a tenth of the
+    matched rows, not all of them: a smaller hash table to build, ship and probe (measured on
+    10 partitions: the rewrite 13.4 -> 11.8 s). Built on first use, once, for all partitions."""
+    import threading
+
+    from isolde.executor.scan import MAP_LOOKUP_MAX_FILES
+
+    if len(touched) > MAP_LOOKUP_MAX_FILES:
+        return None
+    keys = sorted({dml.partition_key(a) for a in touched.values()})
+    index = {k: i for i, k in enumerate(keys)}
+    lock = threading.Lock()
+    built: dict = {}
+
+    def view_of(key):
+        with lock:  # the partitions' jobs are planned in parallel threads
+            if "rows" not in built:
+                group_of = F.create_map(*[x for path, add in touched.items()
+                                          for x in (F.lit(path), F.lit(index[dml.partition_key(add)]))])
+                pairs = (pairs_df.filter(F.col("sid").isNotNull())
+                         .select(group_of[F.col("f")].alias("__isolde_g"), F.col("sid").alias(SID))
+                         .filter(F.col("__isolde_g").isNotNull()).distinct())
+                built["rows"] = views.checkpoint(src_df.join(F.broadcast(pairs), SID))
+            rows = built["rows"]
+            return views.add(rows.filter(F.col("__isolde_g") == index[key]).drop("__isolde_g"), "matched_part")
+
+    return view_of
 
 
 def _clause_case(indexed) -> str:
@@ -453,11 +487,12 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     else:
         pass2_view = src_view
 
-        def changes_over(file_list, ids):
+        def changes_over(file_list, ids, source_view=None):
             tv = target_view(file_list, "touched", ids)
             sel = ", ".join([f"{ta}.*", f"CASE WHEN {sa}.{SRC_FLAG} IS NULL THEN {bs_case} ELSE {matched_case} END "
                                         f"AS {CLAUSE}"] + value_cols)
-            rows = spark.sql(f"SELECT {hint} {sel} FROM {tv} AS {ta} LEFT JOIN {pass2_view} AS {sa} ON ({on})")
+            rows = spark.sql(f"SELECT {hint} {sel} FROM {tv} AS {ta} LEFT JOIN {source_view or pass2_view} AS {sa} "
+                             f"ON ({on})")
             if max_all > 1:  # a target row matched several source rows (at most one of them acts)
                 w = Window.partitionBy(FILE_COL, ROW_COL).orderBy(F.col(CLAUSE).desc())
                 rows = rows.withColumn("__isolde_rn", F.row_number().over(w)).filter("__isolde_rn = 1")
@@ -466,13 +501,18 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
 
         if touched and pass2_source is not None:
             # only source rows that matched reach the join: half the broadcast in an upsert
-            pass2_view = views.add(views.checkpoint(pass2_source), "matched_source")
+            pass2_view = views.add(pass2_source, "matched_source")
         if touched:
             changes = changes_over(list(touched.values()), pass2_ids)
             if broadcast and not pass2_ids and not moves:
-                # no row leaves its partition: dml may write each touched partition in its own job
+                # no row leaves its partition: dml may write each touched partition in its own job,
+                # each joined with only the source rows that matched that partition's files
+                source_of = _source_per_partition(spark, views, src_df, pairs_df, touched) \
+                    if pass2_source is not None and n_matched >= SPLIT_SOURCE_ROWS else None
+
                 def changes_for(adds):
-                    return changes_over(list(adds), False)
+                    view = source_of(dml.partition_key(adds[0])) if source_of is not None else None
+                    return changes_over(list(adds), False, view)
         if not_matched:
             sel = ", ".join([f"{nm_case} AS {CLAUSE}"] + ins_cols)
             if matched_sids is None:  # no candidate file: no source row matches
@@ -489,7 +529,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                 inserted = inserted.repartition(*[F.col(q(c)) for c in target.partition_columns])
 
     change = dml.apply_changes(ctx, target, changes, touched, inserted, changed_rows=changed,
-                               metadata=new_metadata, changes_for=changes_for)
+                               metadata=new_metadata, changes_for=changes_for, views=views)
     if change.metadata_update is not None:
         new_metadata = change.metadata_update
     if new_metadata is not None:

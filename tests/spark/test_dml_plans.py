@@ -12,6 +12,7 @@ checking the hand-computed final table and that every plan reports the same row 
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -36,7 +37,10 @@ def _row(i, v=None, s=None, d=None):
 
 STATEMENTS = [
     # unique source keys: no cardinality pass over row positions; rows stay in their partition
-    ("u1", [_row(1, 1001, "u"), _row(4, 1004, "u"), _row(20, 1020, "u"), _row(21, 1021, "u")],
+    # (22 is new in a partition whose files are rewritten: it joins that partition's rewrite;
+    # 11 makes the update touch two partitions)
+    ("u1", [_row(1, 1001, "u"), _row(4, 1004, "u"), _row(20, 1020, "u"), _row(21, 1021, "u"),
+            _row(22, 22, "new", "b"), _row(11, 110, "u1")],
      "MERGE INTO p t USING u1 s ON s.id = t.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"),
     # two source rows match id 2, only one acts; the other matched, so it is not inserted
     ("u2", [_row(2, 5, "x", "c"), _row(2, -5, "y", "c"), _row(30, 1, "n", "a")],
@@ -61,7 +65,7 @@ STATEMENTS = [
 
 FINAL = [(1, 1002, "u", "b"), (2, 32, "r2", "c"), (3, 30, "r3", "a"), (4, 1005, "u", "b"), (5, 50, "r5", "a"),
          (6, 60, "r6", "a"), (7, 71, "r7", "b"), (8, 87, "r8", "c"), (9, 90, "r9", "a"), (10, 100, "r10", "b"),
-         (11, 117, "r11", "c"), (30, 1, "n", "a"), (40, 40, "i", "b"), (99, 9, "new", "b")]
+         (11, 117, "u1", "c"), (22, 22, "new", "b"), (30, 1, "n", "a"), (40, 40, "i", "b"), (99, 9, "new", "b")]
 
 # row counts: the same under every plan (file counts are not: plans lay rows out differently)
 COUNTS = ("numUpdatedRows", "numDeletedRows", "numTargetRowsUpdated", "numTargetRowsDeleted",
@@ -70,6 +74,8 @@ COUNTS = ("numUpdatedRows", "numDeletedRows", "numTargetRowsUpdated", "numTarget
 PLANS = {
     "default": {},
     "per_partition_writes": {"group_min_bytes": 0},
+    # ... and each partition's join gets only the source rows that matched that partition
+    "per_partition_sources": {"group_min_bytes": 0, "split_source_rows": 0},
     "shuffled_source": {"broadcast_rows": -1},
 }
 
@@ -80,6 +86,15 @@ def _replay(tmp_path, monkeypatch, plan):
         monkeypatch.setattr(dml, "GROUP_MIN_BYTES", cfg["group_min_bytes"])
     if "broadcast_rows" in cfg:
         monkeypatch.setattr(merge, "BROADCAST_ROWS", cfg["broadcast_rows"])
+    monkeypatch.setattr(merge, "SPLIT_SOURCE_ROWS", cfg.get("split_source_rows", 1 << 60))
+    split_sources = []
+    real_split = merge._source_per_partition
+
+    def spy_split(*a, **k):
+        view_of = real_split(*a, **k)
+        return None if view_of is None else lambda key: split_sources.append(key) or view_of(key)
+
+    monkeypatch.setattr(merge, "_source_per_partition", spy_split)
     grouped_writes = []
     real_groups = writer.write_partition_groups
 
@@ -109,8 +124,11 @@ def _replay(tmp_path, monkeypatch, plan):
         counts.append({k: res.metrics[k] for k in COUNTS if k in res.metrics})
         if name == "u4":  # insert-only merge: appends, rewrites nothing
             assert res.metrics["numRemovedFiles"] == 0 and res.metrics["numAddedFiles"] >= 1
+        if name == "u1":  # (records, min id, max id) of partition b's files
+            stats = [json.loads(a.stats) for a in r.log("p").update().all_files if a.partition_values["d"] == "b"]
+            b_files = sorted((st["numRecords"], st["minValues"]["id"], st["maxValues"]["id"]) for st in stats)
     full_outer = sum("FULL OUTER JOIN" in q for q in queries)
-    return r.rows("p"), counts, grouped_writes, full_outer
+    return r.rows("p"), counts, grouped_writes, full_outer, b_files, split_sources
 
 
 @pytest.fixture(scope="module")
@@ -126,22 +144,25 @@ def default_plan(tmp_path_factory):
 def test_every_plan_gives_the_same_table(tmp_path, monkeypatch, plan, default_plan):
     default_counts = default_plan[1]
     if plan == "default":
-        rows, counts, grouped_writes, full_outer = default_plan
+        rows, counts, grouped_writes, full_outer, b_files, split_sources = default_plan
     else:
-        rows, counts, grouped_writes, full_outer = _replay(tmp_path, monkeypatch, plan)
+        rows, counts, grouped_writes, full_outer, b_files, split_sources = _replay(tmp_path, monkeypatch, plan)
     assert rows == FINAL
     assert counts == default_counts
     # the plan the thresholds force was really taken
     if "group_min_bytes" in PLANS[plan]:
         assert grouped_writes, "no per-partition write happened"
+        # the new row rode along with partition b's rewritten rows: no file of its own
+        assert sum(n for n, _, _ in b_files) == 5 and (1, 22, 22) not in b_files, b_files
     else:
         assert grouped_writes == []
+    assert bool(split_sources) == ("split_source_rows" in PLANS[plan])
     if "broadcast_rows" in PLANS[plan]:
         assert full_outer >= 1  # u1 touches every candidate file: one full outer join
     else:
         assert full_outer == 0
     # the hand-checked counts of the sequence
-    assert default_counts[0]["numTargetRowsUpdated"] == 2 and default_counts[0]["numTargetRowsInserted"] == 2
+    assert default_counts[0]["numTargetRowsUpdated"] == 3 and default_counts[0]["numTargetRowsInserted"] == 3
     assert default_counts[1]["numTargetRowsUpdated"] == 1 and default_counts[1]["numTargetRowsInserted"] == 1
     assert (default_counts[3]["numTargetRowsDeleted"], default_counts[3]["numTargetRowsUpdated"],
             default_counts[3]["numTargetRowsInserted"]) == (1, 1, 1)
