@@ -221,6 +221,7 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
     ``changes`` holds (at least) every row of the touched files that must survive or change;
     ``inserted`` new rows (table columns only).
 
+    ``changes`` may be a function returning the DataFrame: it is then built only if used.
     ``changes_for(files) -> DataFrame``, when given, builds ``changes`` over just some of the
     touched files, and promises that no surviving row leaves its file's partition. Then a
     partitioned copy-on-write rewrite writes each partition's rows in its own job into a
@@ -262,6 +263,8 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
         size = sum(touched[p].size or 0 for p in rewrite)
         if len(groups) > MAX_GROUP_JOBS or size < GROUP_MIN_BYTES * len(groups):
             groups = {}
+    if not groups and callable(changes):
+        changes = changes()  # built only when a single write (or a deletion vector) needs it
     if groups:
         sel = [F.col(f"`{c}`") for c in cols if c not in generated]
         new_rows = None  # inserted rows, conformed and materialised, when they join the groups' jobs
@@ -726,15 +729,16 @@ def run_update_delete(ctx, stmt, is_update: bool):
         if nondet:
             changes = changes_over(flagged.filter(F.col(FILE_COL).isin(list(touched))))
         else:
-            changes = changes_over(flagged_over(list(touched.values()), ids=target.deletion_vectors))
+            def changes():  # not built when each partition's job builds its own
+                return changes_over(flagged_over(list(touched.values()), ids=target.deletion_vectors))
         # rows stay in their file's partition unless a partition column is assigned
         part_lower = {p.lower() for p in target.partition_columns}
         moves = any(a.column[0].lower() in part_lower for a in assignments)
-        changes_for = None
-        if not nondet and not moves:
-            def changes_for(adds):
-                return changes_over(flagged_over(list(adds), ids=False))
-        change = apply_changes(ctx, target, changes, touched, changed_rows=changed, changes_for=changes_for)
+        def changes_in(adds):
+            return changes_over(flagged_over(list(adds), ids=False))
+
+        change = apply_changes(ctx, target, changes, touched, changed_rows=changed,
+                               changes_for=None if nondet or moves else changes_in)
         metrics["rewriteTimeMs"] = int((time.time() - scanned) * 1000)
         return prepared(target, operation, parameters, change, metrics, started)
     finally:

@@ -503,16 +503,19 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
             # only source rows that matched reach the join: half the broadcast in an upsert
             pass2_view = views.add(pass2_source, "matched_source")
         if touched:
-            changes = changes_over(list(touched.values()), pass2_ids)
+            def changes():  # built only if dml writes all touched files in one job
+                return changes_over(list(touched.values()), pass2_ids)
             if broadcast and not pass2_ids and not moves:
                 # no row leaves its partition: dml may write each touched partition in its own job,
                 # each joined with only the source rows that matched that partition's files
                 source_of = _source_per_partition(spark, views, src_df, pairs_df, touched) \
                     if pass2_source is not None and n_matched >= SPLIT_SOURCE_ROWS else None
 
-                def changes_for(adds):
+                def changes_in(adds):
                     view = source_of(dml.partition_key(adds[0])) if source_of is not None else None
                     return changes_over(list(adds), False, view)
+
+                changes_for = changes_in
         if not_matched:
             sel = ", ".join([f"{nm_case} AS {CLAUSE}"] + ins_cols)
             if matched_sids is None:  # no candidate file: no source row matches
