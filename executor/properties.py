@@ -535,3 +535,60 @@ def txn_commit(txn, actions, operation: str, parameters: Mapping, metrics: Optio
     result = txn.commit(list(actions), operation=operation, operation_parameters=str_params(parameters),
                         metrics=str_params(metrics or {}))
     return commit_version(result)
+
+
+def add_columns(metadata: Metadata, protocol: Protocol, new_fields) -> tuple[Metadata, Protocol]:
+    """The metadata with ``new_fields`` (pyspark StructFields) appended to its schema, and the
+    protocol that needs. Under column mapping every new field, nested ones too, gets the next
+    column id and a fresh physical name, and ``delta.columnMapping.maxColumnId`` moves on (a
+    field without them makes the schema unreadable to other Delta readers)."""
+    from pyspark.sql import types as T
+
+    from isolde.executor import schema as S
+
+    struct = S.metadata_schema(metadata)
+    added = _without_mapping(T.StructType(list(new_fields)))  # ids from another table mean nothing here
+    changes: dict = {}
+    if S.column_mapping_mode(metadata) != "none":
+        configuration = dict(metadata.configuration)
+        added, max_id = S.assign_column_mapping(
+            added, int(configuration.get("delta.columnMapping.maxColumnId", "0") or 0))
+        configuration["delta.columnMapping.maxColumnId"] = str(max_id)
+        changes["configuration"] = configuration
+    changes["schema_string"] = S.struct_to_delta(T.StructType(list(struct.fields) + list(added.fields)))
+    new_metadata = copy_metadata(metadata, **changes)
+    new_protocol = protocol_for_metadata(protocol, new_metadata)
+    if any(isinstance(t, T.TimestampNTZType) for f in added.fields for t in _types_in(f.dataType)):
+        new_protocol = protocol_with(new_protocol, reader={"timestampNtz"}, writer={"timestampNtz"})
+    return new_metadata, new_protocol
+
+
+def _types_in(dt):
+    """``dt`` and every type nested in it."""
+    from pyspark.sql import types as T
+
+    yield dt
+    if isinstance(dt, T.StructType):
+        for f in dt.fields:
+            yield from _types_in(f.dataType)
+    elif isinstance(dt, T.ArrayType):
+        yield from _types_in(dt.elementType)
+    elif isinstance(dt, T.MapType):
+        yield from _types_in(dt.keyType)
+        yield from _types_in(dt.valueType)
+
+
+def _without_mapping(dt):
+    """``dt`` with every column-mapping annotation (id, physical name) removed, nested too."""
+    from pyspark.sql import types as T
+
+    if isinstance(dt, T.StructType):
+        return T.StructType([T.StructField(f.name, _without_mapping(f.dataType), f.nullable,
+                                           {k: v for k, v in (f.metadata or {}).items()
+                                            if not k.startswith("delta.columnMapping.")})
+                             for f in dt.fields])
+    if isinstance(dt, T.ArrayType):
+        return T.ArrayType(_without_mapping(dt.elementType), dt.containsNull)
+    if isinstance(dt, T.MapType):
+        return T.MapType(_without_mapping(dt.keyType), _without_mapping(dt.valueType), dt.valueContainsNull)
+    return dt

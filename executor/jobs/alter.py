@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 
 import sqlglot.expressions as exp
 from pyspark.sql import types as T
@@ -196,9 +195,6 @@ def add_columns(ctx, stmt: ast.AddColumns):
     existing = {f.name.lower(): f.name for f in struct.fields}
     seen: dict[str, str] = {}
     new_fields = []
-    conf = snap.metadata.configuration
-    mapping_mode = str(conf.get("delta.columnMapping.mode", "none")).lower()
-    max_id = int(conf.get("delta.columnMapping.maxColumnId", "0") or 0)
     for col in stmt.columns:
         low = col.name.lower()
         if low in existing:
@@ -224,22 +220,8 @@ def add_columns(ctx, stmt: ast.AddColumns):
             raise AnalysisError(f"Cannot add column `{col.name}` with a DEFAULT: isolde does not support column "
                                 "defaults on existing tables.", error_class="DELTA_UNSUPPORTED_COLUMN_DEFAULT")
         f = S.column_to_field(col)
-        meta = dict(f.metadata or {})
-        if mapping_mode in ("name", "id"):
-            max_id += 1
-            meta["delta.columnMapping.id"] = max_id
-            meta["delta.columnMapping.physicalName"] = f"col-{uuid.uuid4()}"
-        new_fields.append(T.StructField(f.name, f.dataType, True, meta))
-    new_struct = T.StructType(list(struct.fields) + new_fields)
-    changes = {"schema_string": S.struct_to_delta(new_struct)}
-    if mapping_mode in ("name", "id"):
-        configuration = dict(conf)
-        configuration["delta.columnMapping.maxColumnId"] = str(max_id)
-        changes["configuration"] = configuration
-    metadata = P.copy_metadata(snap.metadata, **changes)
-    protocol = P.protocol_for_metadata(snap.protocol, metadata)
-    if any(isinstance(f.dataType, T.TimestampNTZType) for f in new_fields):
-        protocol = P.protocol_with(protocol, reader={"timestampNtz"}, writer={"timestampNtz"})
+        new_fields.append(T.StructField(f.name, f.dataType, True, f.metadata))
+    metadata, protocol = P.add_columns(snap.metadata, snap.protocol, new_fields)
     params = {"columns": [{"column": f.jsonValue()} for f in new_fields]}
     return _prepared(handle, txn, "ADD COLUMNS", _protocol_actions(snap, protocol) + [metadata], params)
 

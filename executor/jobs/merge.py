@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import sqlglot.expressions as exp
 from pyspark.sql import functions as F
@@ -37,6 +37,7 @@ from pyspark.sql.window import Window
 
 from isolde.errors import AnalysisError, ColumnNotFoundError, MergeCardinalityError, TableNotFoundError
 from isolde.executor import dml
+from isolde.executor import properties as P
 from isolde.executor import schema as S
 from isolde.executor.dml import ACTION_COL, DELETE, INSERT, KEEP, UPDATE, q
 from isolde.executor.jobs import executes
@@ -235,13 +236,14 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
 
     # ---- schema (evolution adds the source's new columns for SET * / INSERT *)
     struct = target.struct
-    new_metadata = None
+    new_metadata = new_protocol = None
     star = any(getattr(c.action, "star", False) for c in clauses)
     if stmt.schema_evolution and star:
         extra = [f for f in src_struct.fields if _field(struct, f.name) is None]
         if extra:
-            struct = T.StructType(list(struct.fields) + [T.StructField(f.name, f.dataType, True) for f in extra])
-            new_metadata = replace(target.metadata, schema_string=S.struct_to_delta(struct))
+            new_metadata, new_protocol = P.add_columns(target.metadata, target.snapshot.protocol,
+                                                     [T.StructField(f.name, f.dataType, True) for f in extra])
+            struct = S.metadata_schema(new_metadata)
 
     # ---- scope
     types = target.column_types
@@ -537,6 +539,8 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
         new_metadata = change.metadata_update
     if new_metadata is not None:
         change.actions.insert(0, new_metadata)
+    if new_protocol is not None and not P.same_protocol(new_protocol, target.snapshot.protocol):
+        change.actions.insert(0, new_protocol)
     metrics["materializeSourceTimeMs"] = int((materialized - started) * 1000)
     metrics["scanTimeMs"] = int((scanned - materialized) * 1000)
     metrics["rewriteTimeMs"] = int((time.time() - scanned) * 1000)

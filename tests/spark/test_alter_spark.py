@@ -5,10 +5,13 @@ is read back by isolde and by delta-rs and compared row for row.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from isolde import errors as E
 
+from oracle_helpers import read_delta_rows
 from test_meta_helpers import assert_same_rows, snapshot, version_of
 
 pytestmark = pytest.mark.spark
@@ -129,3 +132,23 @@ def test_add_columns_then_write(session):
     assert_same_rows(s, path, ref="t", columns=["id", "name"], expected=[(1, None), (2, "two")])
     cols = [r[0] for r in s.execute("DESCRIBE TABLE t").rows[:4]]
     assert cols == ["id", "p", "name", "tags"]
+
+
+def test_add_nested_columns_under_column_mapping(session):
+    """Every added field, nested ones too, gets the next column id and a physical name, and
+    maxColumnId moves on; the files hold the physical names; delta-rs reads the rows."""
+    s = session
+    s.execute("CREATE TABLE cm (id BIGINT, st STRUCT<a: INT>) TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")
+    s.execute("ALTER TABLE cm ADD COLUMNS (info STRUCT<x: INT, y: STRING>, n INT)")
+    s.execute("INSERT INTO cm VALUES (1, named_struct('a', 1), named_struct('x', 7, 'y', 'q'), 3)")
+    path = _path(s, "cm")
+    meta = snapshot(path).metadata
+    fields = json.loads(meta.schema_string)["fields"]
+    ids = [f["metadata"]["delta.columnMapping.id"] for f in fields]
+    nested = [f["metadata"]["delta.columnMapping.id"] for f in fields[2]["type"]["fields"]]
+    assert ids[:2] == [1, 2] and sorted(ids[2:] + nested) == [4, 5, 6, 7]  # st.a holds id 3
+    assert meta.configuration["delta.columnMapping.maxColumnId"] == "7"
+    assert all(f["metadata"]["delta.columnMapping.physicalName"].startswith("col-")
+               for f in fields + fields[2]["type"]["fields"])
+    assert read_delta_rows(path, ["id", "n"]) == [(1, 3)]
+    assert s.execute("SELECT info.y, n FROM cm").rows == [("q", 3)]
