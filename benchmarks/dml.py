@@ -153,7 +153,8 @@ def main(argv=None) -> int:
         del data
         size = sum(os.path.getsize(p) for p in glob.glob(os.path.join(pristine, "**", "*.parquet"), recursive=True))
         print(f"data: {args.rows:,} rows, {args.dates} partitions, {size / 1e6:.1f} MB Parquet "
-              f"(built in {time.perf_counter() - t:.1f} s); {args.repeat} round(s), medians shown")
+              f"(built in {time.perf_counter() - t:.1f} s); {args.repeat} round(s), medians shown; "
+              f"JVM profile {os.environ.get('ISOLDE_JVM', 'throughput')} (ISOLDE_JVM)")
         source = merge_source(args.rows, args.dates, args.source_rows or max(args.rows // 100, 2))
         spark = get_spark()
         s = isolde.connect(warehouse=wh, spark=spark)
