@@ -489,6 +489,11 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     else:
         pass2_view = src_view
 
+        # the same column expressions for every partition's job (built once: ~0.06 s of py4j
+        # calls each time otherwise)
+        new_values = [target_value(f).alias(f.name) for f in struct.fields] + [
+            F.col(FILE_COL), F.col(ROW_COL), target_action.alias(ACTION_COL)]
+
         def changes_over(file_list, ids, source_view=None):
             tv = target_view(file_list, "touched", ids)
             sel = ", ".join([f"{ta}.*", f"CASE WHEN {sa}.{SRC_FLAG} IS NULL THEN {bs_case} ELSE {matched_case} END "
@@ -498,8 +503,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
             if max_all > 1:  # a target row matched several source rows (at most one of them acts)
                 w = Window.partitionBy(FILE_COL, ROW_COL).orderBy(F.col(CLAUSE).desc())
                 rows = rows.withColumn("__isolde_rn", F.row_number().over(w)).filter("__isolde_rn = 1")
-            out = [target_value(f).alias(f.name) for f in struct.fields]
-            return rows.select(*out, F.col(FILE_COL), F.col(ROW_COL), target_action.alias(ACTION_COL))
+            return rows.select(*new_values)
 
         if touched and pass2_source is not None:
             # only source rows that matched reach the join: half the broadcast in an upsert
