@@ -33,7 +33,12 @@ from isolde.executor.txn import predicates as txn_predicates
 FILE_COL = "_isolde_file"
 ROW_COL = "_isolde_row"
 _KEY = "_isolde_key"
-MAP_LOOKUP_MAX_FILES = 2000
+# Each row's file path -> (AddFile path, partition values) is a literal map lookup for up to
+# this many files, else a broadcast join on the path. The map compares the path against its
+# keys one by one: per row ~2.5 ns per file, against ~200 ns for the join's string hash.
+# Measured (row ids + group by file): 10 files / 10M rows 1.34 s map vs 2.08 s join; 400 files
+# / 4M rows 4.46 s map vs 1.14 s join. They cross near 50 files.
+MAP_LOOKUP_MAX_FILES = 48
 
 
 def _spark(ctx):

@@ -52,6 +52,7 @@ BROADCAST_ROWS = 500_000
 # from this many matched source rows on, each partition's rewrite broadcasts only the rows that
 # matched it (one more materialisation, ~0.3 s; below it the whole table is a small broadcast)
 SPLIT_SOURCE_ROWS = 20_000
+SPLIT_SOURCE_MAX_FILES = 2000  # a literal map over the touched files tells each pair its partition
 
 
 _bound = dml.bound_sql
@@ -161,9 +162,7 @@ def _source_per_partition(spark, views, src_df, pairs_df, touched: dict):
     10 partitions: the rewrite 13.4 -> 11.8 s). Built on first use, once, for all partitions."""
     import threading
 
-    from isolde.executor.scan import MAP_LOOKUP_MAX_FILES
-
-    if len(touched) > MAP_LOOKUP_MAX_FILES:
+    if len(touched) > SPLIT_SOURCE_MAX_FILES:
         return None
     keys = sorted({dml.partition_key(a) for a in touched.values()})
     index = {k: i for i, k in enumerate(keys)}
