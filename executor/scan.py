@@ -18,6 +18,7 @@ file: pruning is always conservative.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Optional, Sequence
 from urllib.parse import unquote, urlparse
 
@@ -152,17 +153,7 @@ def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequen
         return df.select(*[F.col(f"`{f.name}`") for f in struct.fields])
     if not with_row_ids and not has_dv and _one_partition(files):
         # every file in one partition: its values are literals (no _metadata.file_path lookup per row)
-        physical = S.logical_to_physical(metadata)
-        values = files[0].partition_values
-        out = []
-        for f in struct.fields:
-            if f.name.lower() in part_lower:
-                source = next(p for p in parts if p.lower() == f.name.lower())
-                raw = _partition_value(values, physical.get(source, source))
-                out.append(_cast_partition(F.lit(raw).cast("string"), f.dataType).alias(f.name))
-            else:
-                out.append(F.col(f"`{f.name}`"))
-        return df.select(*out)
+        return _with_literal_partition(df, struct, parts, metadata, files[0].partition_values)
 
     df = df.select("*", F.col("_metadata.file_path").alias(_KEY), F.col("_metadata.row_index").alias(ROW_COL))
     encode = _KeyEncoder(spark)
@@ -216,6 +207,50 @@ def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequen
     if with_row_ids:
         out += [F.col(FILE_COL), F.col(ROW_COL)]
     return df.select(*out)
+
+
+def _with_literal_partition(df: DataFrame, struct, parts, metadata, values: dict) -> DataFrame:
+    """The table's columns, the partition columns being the literals of ``values``."""
+    physical = S.logical_to_physical(metadata)
+    part_lower = {p.lower() for p in parts}
+    out = []
+    for f in struct.fields:
+        if f.name.lower() in part_lower:
+            source = next(p for p in parts if p.lower() == f.name.lower())
+            raw = _partition_value(values, physical.get(source, source))
+            out.append(_cast_partition(F.lit(raw).cast("string"), f.dataType).alias(f.name))
+        else:
+            out.append(F.col(f"`{f.name}`"))
+    return df.select(*out)
+
+
+@dataclass(frozen=True)
+class PartitionSlice:
+    """One partition's part of a ``scan_by_partition`` union: its log partition values and files."""
+
+    partition_values: dict
+    files: tuple
+
+    def local_paths(self, table_path: str) -> list:
+        return [file_local_path(table_path, a.path) for a in self.files]
+
+
+def scan_by_partition(ctx, snapshot, table_path: Optional[str], files: Sequence) -> tuple:
+    """The rows of ``files`` (no deletion vectors) as a union of one scan per partition, each
+    with its partition values as literals: no per-row file-path lookup, and every Spark task
+    reads one partition only (what lets a writer put each task's file in its partition folder
+    without a partitionBy). Returns ``(DataFrame, [PartitionSlice])``, one slice per union child."""
+    table_path = table_path or snapshot.table_path
+    groups: dict = {}
+    for add in files:
+        if add.deletion_vector is not None:
+            raise ValueError("scan_by_partition reads files without deletion vectors only")
+        groups.setdefault(tuple(sorted(add.partition_values.items())), []).append(add)
+    frames = [scan(ctx, snapshot, table_path, files=adds) for adds in groups.values()]
+    out = frames[0]
+    for other in frames[1:]:
+        out = out.union(other)
+    return out, [PartitionSlice(dict(key), tuple(adds)) for key, adds in groups.items()]
 
 
 def _one_partition(files) -> bool:

@@ -23,6 +23,7 @@ Partition columns are not stored in the files. Files with zero rows are dropped.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import uuid
 from dataclasses import dataclass, field, replace
@@ -359,8 +360,6 @@ def _adopt_files(staging: str, table_path: str, parts: list, result: "WrittenFil
     By default the Hive-style folders under ``staging`` give the partition values; a group
     write passes ``rel_dir_of`` / ``pvalues_of`` (staging sub-folder -> table folder / values).
     """
-    from isolde.executor.log.actions import AddFile
-
     try:
         from isolde.executor.log.stats import file_stats
     except ImportError:  # pragma: no cover
@@ -386,30 +385,34 @@ def _adopt_files(staging: str, table_path: str, parts: list, result: "WrittenFil
                         pvalues[key] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
                 pvalues = {p: pvalues.get(p, pvalues.get(next((k for k in pvalues if k.lower() == p.lower()), p)))
                            for p in parts}
-            dest_dir = os.path.join(table_path, rel_dir) if rel_dir else table_path
-            os.makedirs(dest_dir, exist_ok=True)
-            dest = os.path.join(dest_dir, name)
-            os.rename(src, dest)
-            result.staged_paths.append(dest)
-            if file_stats is not None:
-                num, stats = file_stats(dest)
-            else:  # pragma: no cover
-                num, stats = None, None
+            num, stats = file_stats(src) if file_stats is not None else (None, None)
             if num == 0:
-                os.remove(dest)
                 continue
-            st = os.stat(dest)
-            rel = os.path.join(rel_dir, name) if rel_dir else name
-            result.adds.append(AddFile(
-                path=_rel_to_add_path(rel.replace(os.sep, "/")),
-                partition_values=pvalues,
-                size=st.st_size,
-                modification_time=int(st.st_mtime * 1000),
-                data_change=data_change,
-                stats=stats,
-            ))
-            result.num_rows += num or 0
-            result.num_bytes += st.st_size
+            _adopt_one(src, table_path, rel_dir, name, pvalues, num, stats, result, data_change)
+
+
+def _adopt_one(src: str, table_path: str, rel_dir: str, name: str, pvalues: dict, num, stats,
+               result: "WrittenFiles", data_change: bool) -> None:
+    """Move one written file to ``<table>/<rel_dir>/<name>`` and record its AddFile."""
+    from isolde.executor.log.actions import AddFile
+
+    dest_dir = os.path.join(table_path, rel_dir) if rel_dir else table_path
+    os.makedirs(dest_dir, exist_ok=True)
+    dest = os.path.join(dest_dir, name)
+    os.rename(src, dest)
+    result.staged_paths.append(dest)
+    st = os.stat(dest)
+    rel = os.path.join(rel_dir, name) if rel_dir else name
+    result.adds.append(AddFile(
+        path=_rel_to_add_path(rel.replace(os.sep, "/")),
+        partition_values=pvalues,
+        size=st.st_size,
+        modification_time=int(st.st_mtime * 1000),
+        data_change=data_change,
+        stats=stats,
+    ))
+    result.num_rows += num or 0
+    result.num_bytes += st.st_size
 
 
 def _cleanup(result: "WrittenFiles") -> None:
@@ -523,6 +526,129 @@ def write_partition_groups(ctx, groups: Sequence[tuple], table_path: str, metada
         _adopt_files(staging, table_path, [], result, data_change,
                      rel_dir_of=lambda d: by_sub[d.split(os.sep)[0]][0],
                      pvalues_of=lambda d: by_sub[d.split(os.sep)[0]][1])
+    except BaseException:
+        _cleanup(result)
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    result.staged_paths = [p for p in result.staged_paths if p != staging]
+    return result
+
+
+# --------------------------------------------------------------------------- one job, a folder per partition
+
+# physical operators a partition slice's rows pass through without leaving their Spark task
+# (the stream side of a broadcast join included): below the union they keep a task's rows in
+# one slice, above it they keep the union's task order
+_ROW_LOCAL_NODES = frozenset({"WholeStageCodegenExec", "InputAdapter", "ProjectExec", "FilterExec",
+                              "ColumnarToRowExec", "BroadcastHashJoinExec", "BroadcastNestedLoopJoinExec"})
+_TASK_FILE = re.compile(r"^part-(\d+)-")
+
+
+# join types whose output rows all come from streamed rows, by the side that is broadcast
+# (an outer join on the broadcast side would also emit its unmatched rows, in no streamed task)
+_STREAMED_JOINS = {"BuildRight": ("Inner", "LeftOuter", "LeftSemi", "LeftAnti", "ExistenceJoin"),
+                   "BuildLeft": ("Inner", "RightOuter")}
+
+
+def _stream_child(node):
+    """The child carrying the rows of a row-local operator (a broadcast join's streamed side);
+    None when the operator also makes rows of its own."""
+    name = node.getClass().getSimpleName()
+    if name in ("BroadcastHashJoinExec", "BroadcastNestedLoopJoinExec"):
+        side = node.buildSide().toString()
+        if not node.joinType().toString().startswith(_STREAMED_JOINS.get(side, ())):
+            return None
+        return node.left() if side == "BuildRight" else node.right()
+    children = node.children()
+    return children.head() if children.size() == 1 else None
+
+
+def _through(node):
+    """Down through row-local operators; None at anything that moves rows between tasks."""
+    while True:
+        name = node.getClass().getSimpleName()
+        if name == "AdaptiveSparkPlanExec":
+            node = node.executedPlan()
+        elif name in _ROW_LOCAL_NODES:
+            node = _stream_child(node)
+            if node is None:
+                return None
+        else:
+            return node
+
+
+def slice_tasks(df: DataFrame, slices: Sequence, table_path: str) -> Optional[list]:
+    """Spark task index ranges of each slice of a ``scan_by_partition`` union, read from the
+    physical plan of ``df``: ``[(slice index, number of tasks)]`` in task order, or None when
+    a row may leave its task's slice (a shuffle, a coalesce, a sort-merge join, ...)."""
+    top = _through(df._jdf.queryExecution().executedPlan())
+    if top is None:
+        return None
+    if top.getClass().getSimpleName() == "UnionExec":
+        children = top.children()
+        children = [children.apply(k) for k in range(children.size())]
+    else:
+        children = [top]  # one slice: no union
+    slice_of = {os.path.normpath(path): i for i, s in enumerate(slices) for path in s.local_paths(table_path)}
+    out = []
+    for child in children:
+        leaf = _through(child)
+        if leaf is None or leaf.getClass().getSimpleName() != "FileSourceScanExec":
+            return None
+        roots = leaf.relation().location().rootPaths()
+        found = {slice_of.get(os.path.normpath(roots.apply(j).toUri().getPath())) for j in range(roots.size())}
+        if len(found) != 1 or None in found:
+            return None
+        out.append((found.pop(), int(leaf.inputRDD().getNumPartitions())))
+    return out
+
+
+def write_partition_slices(ctx, df: DataFrame, slices: Sequence, expected_rows: Sequence[int], table_path: str,
+                           metadata, *, data_change: bool = True) -> Optional[WrittenFiles]:
+    """Write the rows of a ``scan_by_partition`` union in ONE Spark job without a partitionBy:
+    every task's file lands in its slice's partition folder. Returns None, having written
+    nothing to the table, when the plan could move rows between slices or when a slice's
+    files do not hold exactly ``expected_rows[i]`` rows; the caller then writes another way.
+
+    A partitionBy write would compute and compare every row's partition values and copy the
+    row without them (measured 10M rows / 10 partitions: 5.9 s against 5.1 s flat); a job per
+    partition pays planning and job start-up per partition.
+    """
+    spark = getattr(ctx, "spark", ctx)
+    table_path = os.path.abspath(table_path)
+    df, parts = _physical_frame(df, metadata, S.partition_columns(metadata))
+    lower = {p.lower() for p in parts}
+    data = df.select(*[F.col(_q(c)) for c in df.columns if c.lower() not in lower])
+    layout = slice_tasks(data, slices, table_path)
+    if layout is None:
+        return None
+    task_slice = [i for i, n in layout for _ in range(n)]
+    staging = os.path.join(table_path, f".isolde-staging-{uuid.uuid4().hex}")
+    result = WrittenFiles(staged_paths=[staging])
+    dirs = [_partition_dir(spark, parts, s.partition_values) if parts else "" for s in slices]
+    try:
+        data.write.mode("errorifexists").format("parquet").option("compression", "snappy").save(staging)
+        from isolde.executor.log.stats import file_stats
+
+        files, rows = [], [0] * len(slices)
+        for name in sorted(os.listdir(staging)):
+            if name.startswith((".", "_")) or not name.endswith(".parquet"):
+                continue
+            m = _TASK_FILE.match(name)
+            task = int(m.group(1)) if m else -1
+            if not 0 <= task < len(task_slice):
+                return None
+            num, stats = file_stats(os.path.join(staging, name))
+            rows[task_slice[task]] += num or 0
+            files.append((name, task_slice[task], num, stats))
+        if rows != list(expected_rows):
+            return None
+        for name, i, num, stats in files:
+            if not num:
+                continue
+            _adopt_one(os.path.join(staging, name), table_path, dirs[i], name, dict(slices[i].partition_values),
+                       num, stats, result, data_change)
     except BaseException:
         _cleanup(result)
         raise

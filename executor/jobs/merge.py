@@ -341,6 +341,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     # (what decides the inserts: no second look at the target's keys)
     touched: dict = {}
     changed: dict = {}
+    deleted: dict = {}  # per touched file, the rows deleted from it
     upd_total = del_total = 0
     max_all = 0
     moves = False  # some row changes partition: rows cannot be written per source partition
@@ -414,6 +415,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                 if upd or dele:
                     touched[f] = by_path[f]
                     changed[f] = int(upd) + int(dele)
+                    deleted[f] = int(dele)
                     upd_total += int(upd)
                     del_total += int(dele)
                     max_all = max(max_all, int(m_all or 0))
@@ -467,6 +469,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     changes = None
     inserted = None
     changes_for = None
+    changes_by_partition = None
     pass2_ids = target.deletion_vectors or max_all > 1  # copy-on-write needs no row positions
     if combined:
         tv = target_view(list(touched.values()), "touched", pass2_ids)
@@ -503,8 +506,8 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
         new_values = [target_value(f).alias(f.name) for f in struct.fields] + [
             F.col(FILE_COL), F.col(ROW_COL), target_action.alias(ACTION_COL)]
 
-        def changes_over(file_list, ids, source_view=None):
-            tv = target_view(file_list, "touched", ids)
+        def changes_over(file_list, ids, source_view=None, tv=None):
+            tv = tv or target_view(file_list, "touched", ids)
             sel = ", ".join([f"{ta}.*", f"CASE WHEN {sa}.{SRC_FLAG} IS NULL THEN {bs_case} ELSE {matched_case} END "
                                         f"AS {CLAUSE}"] + value_cols)
             rows = spark.sql(f"SELECT {hint} {sel} FROM {tv} AS {ta} LEFT JOIN {source_view or pass2_view()} AS {sa} "
@@ -528,6 +531,10 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                     return changes_over(list(adds), False, view)
 
                 changes_for = changes_in
+
+                def changes_by_partition():  # one job over all touched partitions, one broadcast
+                    df, slices = dml.scan_rows_by_partition(ctx, target, list(touched.values()))
+                    return changes_over(None, False, tv=views.add(df, "touched")), slices
         if not_matched:
             sel = ", ".join([f"{nm_case} AS {CLAUSE}"] + ins_cols)
             if matched_sids is None:  # no candidate file: no source row matches
@@ -544,7 +551,8 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                 inserted = inserted.repartition(*[F.col(q(c)) for c in target.partition_columns])
 
     change = dml.apply_changes(ctx, target, changes, touched, inserted, changed_rows=changed,
-                               metadata=new_metadata, changes_for=changes_for, views=views)
+                               metadata=new_metadata, changes_for=changes_for, views=views,
+                               changes_by_partition=changes_by_partition, deleted_rows=deleted)
     if change.metadata_update is not None:
         new_metadata = change.metadata_update
     if new_metadata is not None:

@@ -72,10 +72,14 @@ COUNTS = ("numUpdatedRows", "numDeletedRows", "numTargetRowsUpdated", "numTarget
           "numTargetRowsInserted")
 
 PLANS = {
+    # rows that stay in their partition: one job writes every touched partition's folder
     "default": {},
-    "per_partition_writes": {"group_min_bytes": 0},
+    # one partitionBy write of all touched files (rows found by their file path)
+    "single_write": {"slice_writes": False},
+    # a job per touched partition
+    "per_partition_writes": {"group_min_bytes": 0, "slice_writes": False},
     # ... and each partition's join gets only the source rows that matched that partition
-    "per_partition_sources": {"group_min_bytes": 0, "split_source_rows": 0},
+    "per_partition_sources": {"group_min_bytes": 0, "split_source_rows": 0, "slice_writes": False},
     "shuffled_source": {"broadcast_rows": -1},
 }
 
@@ -86,6 +90,16 @@ def _replay(tmp_path, monkeypatch, plan):
         monkeypatch.setattr(dml, "GROUP_MIN_BYTES", cfg["group_min_bytes"])
     if "broadcast_rows" in cfg:
         monkeypatch.setattr(merge, "BROADCAST_ROWS", cfg["broadcast_rows"])
+    monkeypatch.setattr(dml, "SLICE_WRITES", cfg.get("slice_writes", True))
+    slice_writes = []  # per one-job write: did it write (True) or hand back to another plan (False)
+    real_slices = writer.write_partition_slices
+
+    def spy_slices(*a, **k):
+        written = real_slices(*a, **k)
+        slice_writes.append(written is not None)
+        return written
+
+    monkeypatch.setattr(writer, "write_partition_slices", spy_slices)
     monkeypatch.setattr(merge, "SPLIT_SOURCE_ROWS", cfg.get("split_source_rows", 1 << 60))
     split_sources = []
     real_split = merge._source_per_partition
@@ -128,7 +142,7 @@ def _replay(tmp_path, monkeypatch, plan):
             stats = [json.loads(a.stats) for a in r.log("p").update().all_files if a.partition_values["d"] == "b"]
             b_files = sorted((st["numRecords"], st["minValues"]["id"], st["maxValues"]["id"]) for st in stats)
     full_outer = sum("FULL OUTER JOIN" in q for q in queries)
-    return r.rows("p"), counts, grouped_writes, full_outer, b_files, split_sources
+    return r.rows("p"), counts, grouped_writes, full_outer, b_files, split_sources, slice_writes
 
 
 @pytest.fixture(scope="module")
@@ -144,9 +158,10 @@ def default_plan(tmp_path_factory):
 def test_every_plan_gives_the_same_table(tmp_path, monkeypatch, plan, default_plan):
     default_counts = default_plan[1]
     if plan == "default":
-        rows, counts, grouped_writes, full_outer, b_files, split_sources = default_plan
+        rows, counts, grouped_writes, full_outer, b_files, split_sources, slice_writes = default_plan
     else:
-        rows, counts, grouped_writes, full_outer, b_files, split_sources = _replay(tmp_path, monkeypatch, plan)
+        rows, counts, grouped_writes, full_outer, b_files, split_sources, slice_writes = _replay(
+            tmp_path, monkeypatch, plan)
     assert rows == FINAL
     assert counts == default_counts
     # the plan the thresholds force was really taken
@@ -156,6 +171,14 @@ def test_every_plan_gives_the_same_table(tmp_path, monkeypatch, plan, default_pl
         assert sum(n for n, _, _ in b_files) == 5 and (1, 22, 22) not in b_files, b_files
     else:
         assert grouped_writes == []
+    if PLANS[plan].get("slice_writes", True):
+        # u1, u3, the UPDATE, the whole-partition MERGE and the DELETE (u2's duplicate keys
+        # need row positions: not this plan; a shuffled MERGE source leaves only UPDATE and
+        # DELETE): every one-job write wrote, none handed back to another plan
+        assert len(slice_writes) == (2 if "broadcast_rows" in PLANS[plan] else 5), slice_writes
+        assert all(slice_writes), slice_writes
+    else:
+        assert slice_writes == []
     assert bool(split_sources) == ("split_source_rows" in PLANS[plan])
     if "broadcast_rows" in PLANS[plan]:
         assert full_outer >= 1  # u1 touches every candidate file: one full outer join

@@ -1,0 +1,162 @@
+"""The one-job rewrite of touched partitions (``writer.write_partition_slices``): each Spark task
+reads one partition's files and its file goes to that partition's folder, the task -> partition
+map read from the physical plan. These tests check the map and both of its guards: a plan that
+can move rows between tasks is refused before anything runs, and a map that does not match the
+rows written (each partition's count against the log's) is refused after the job, leaving the
+table untouched for the job-per-partition plan. Every result is read back by delta-rs too.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pyarrow as pa
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from oracle_helpers import read_delta_rows  # noqa: E402
+from test_dml_helpers import Runner, make_table  # noqa: E402
+
+from isolde.executor import dml, writer  # noqa: E402
+from isolde.executor.dml import open_target  # noqa: E402
+from isolde.executor.scan import scan_by_partition  # noqa: E402
+from isolde.grammar import ast  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64()), ("d", pa.string())])
+
+
+def _rows(ids, d):
+    return [{"id": i, "v": i * 10, "d": d} for i in ids]
+
+
+def _table(r, name="t"):
+    # partition a: 3 rows in 2 files, b: 4 rows in 1 file, c: 2 rows in 1 file (counts differ,
+    # so a shifted task map shows in the counts)
+    make_table(r.path(name), SCHEMA, [_rows([1, 2], "a") + _rows([3, 4, 5, 6], "b") + _rows([7, 8], "c"),
+                                      _rows([9], "a")], partition_by=["d"])
+
+
+def _spy(monkeypatch):
+    calls = []
+    real = writer.write_partition_slices
+
+    def spy(*a, **k):
+        written = real(*a, **k)
+        calls.append(written is not None)
+        return written
+
+    monkeypatch.setattr(writer, "write_partition_slices", spy)
+    return calls
+
+
+def _files_on_disk_are_the_logs(r, name="t"):
+    """No staging folder is left, and the Parquet files in the table folder are exactly the
+    live files plus those the last commit removed (nothing stray from a refused job)."""
+    from urllib.parse import unquote
+
+    path = r.path(name)
+    assert not any(n.startswith(".isolde-staging") for n in os.listdir(path))
+    log = r.log(name)
+    snap = log.update()
+    before = log.snapshot(snap.version - 1)
+    known = {unquote(a.path) for a in list(snap.all_files) + list(before.all_files)}
+    on_disk = {os.path.relpath(os.path.join(root, n), path)
+               for root, dirs, names in os.walk(path) if "_delta_log" not in root
+               for n in names if n.endswith(".parquet")}
+    assert on_disk == known
+
+
+EXPECTED = [(1, 11, "a"), (2, 20, "a"), (3, 31, "b"), (4, 40, "b"), (5, 51, "b"), (6, 60, "b"), (7, 71, "c"),
+            (8, 80, "c"), (9, 91, "a")]
+
+
+def test_update_writes_each_partition_folder_in_one_job(tmp_path, monkeypatch):
+    r = Runner(tmp_path / "wh")
+    _table(r)
+    calls = _spy(monkeypatch)
+    jobs = []
+    real_groups = writer.write_partition_groups
+    monkeypatch.setattr(writer, "write_partition_groups", lambda *a, **k: jobs.append(1) or real_groups(*a, **k))
+    res = r.run("UPDATE t SET v = v + 1 WHERE id % 2 = 1")
+    assert calls == [True] and jobs == []
+    assert res.metrics["numUpdatedRows"] == 5 and res.metrics["numRemovedFiles"] == 4
+    assert r.rows("t") == EXPECTED
+    assert read_delta_rows(r.path("t"), ["id", "v", "d"]) == EXPECTED
+    # every new file sits in the folder of the partition values its AddFile carries
+    for add in r.log("t").update().all_files:
+        assert add.path.startswith(f"d={add.partition_values['d']}/"), add.path
+    _files_on_disk_are_the_logs(r)
+
+
+def test_a_task_map_that_does_not_match_the_rows_is_refused(tmp_path, monkeypatch):
+    """A map shifted by one task puts some partition's rows under another's values: the row
+    counts per partition disagree with the log, nothing is committed from that job, and the
+    statement falls back to a job per partition with the right result."""
+    r = Runner(tmp_path / "wh")
+    _table(r)
+    calls = _spy(monkeypatch)
+    real_tasks = writer.slice_tasks
+
+    def shifted(df, slices, table_path):
+        layout = real_tasks(df, slices, table_path)
+        assert layout is not None
+        order = [i for i, _ in layout]
+        counts = [n for _, n in layout]
+        return list(zip(order[1:] + order[:1], counts))  # rotate the slices against the tasks
+
+    monkeypatch.setattr(writer, "slice_tasks", shifted)
+    res = r.run("UPDATE t SET v = v + 1 WHERE id % 2 = 1")
+    assert calls == [False]
+    assert res.metrics["numUpdatedRows"] == 5
+    assert r.rows("t") == EXPECTED
+    assert read_delta_rows(r.path("t"), ["id", "v", "d"]) == EXPECTED
+    # the refused job's files were not left in the table folder
+    _files_on_disk_are_the_logs(r)
+
+
+def test_plans_that_move_rows_between_tasks_are_refused(tmp_path):
+    r = Runner(tmp_path / "wh")
+    _table(r)
+    target = open_target(r.session, ast.TableRef(parts=("t",)))
+    files = list(target.snapshot.all_files)
+    df, slices = scan_by_partition(r.session, target.snapshot, target.path, files)
+    assert sorted(s.partition_values["d"] for s in slices) == ["a", "b", "c"]
+    layout = writer.slice_tasks(df.select("id", "v"), slices, target.path)
+    assert layout is not None and sorted(i for i, _ in layout) == [0, 1, 2]
+    assert all(n >= 1 for _, n in layout)
+    # a shuffle, a coalesce across partitions, a sort: rows leave their task's partition
+    assert writer.slice_tasks(df.repartition(3, "id"), slices, target.path) is None
+    assert writer.slice_tasks(df.coalesce(1), slices, target.path) is None
+    assert writer.slice_tasks(df.orderBy("v"), slices, target.path) is None
+
+
+def test_a_shuffled_subquery_join_falls_back_to_another_plan(tmp_path, monkeypatch):
+    r = Runner(tmp_path / "wh")
+    _table(r)
+    make_table(r.path("k"), pa.schema([("id", pa.int64())]), [[{"id": 3}, {"id": 9}]])
+    calls = _spy(monkeypatch)
+    spark = r.session.spark
+    old = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")  # the subquery join shuffles
+    try:
+        res = r.run("DELETE FROM t WHERE id IN (SELECT id FROM k)")
+    finally:
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", old)
+    assert res.metrics["numDeletedRows"] == 2
+    assert calls == [False]  # planned, refused before the job ran
+    want = [(1, 10, "a"), (2, 20, "a"), (4, 40, "b"), (5, 50, "b"), (6, 60, "b"), (7, 70, "c"), (8, 80, "c")]
+    assert r.rows("t") == want
+    assert read_delta_rows(r.path("t"), ["id", "v", "d"]) == want
+
+
+def test_slice_writes_off_gives_the_same_table(tmp_path, monkeypatch):
+    monkeypatch.setattr(dml, "SLICE_WRITES", False)
+    calls = _spy(monkeypatch)
+    r = Runner(tmp_path / "wh")
+    _table(r)
+    r.run("UPDATE t SET v = v + 1 WHERE id % 2 = 1")
+    assert calls == [] and r.rows("t") == EXPECTED
