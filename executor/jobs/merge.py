@@ -532,9 +532,11 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
 
                 changes_for = changes_in
 
-                def changes_by_partition():  # one job over all touched partitions, one broadcast
+                def over_partition_slices():  # one job over all touched partitions, one broadcast
                     df, slices = dml.scan_rows_by_partition(ctx, target, list(touched.values()))
                     return changes_over(None, False, tv=views.add(df, "touched")), slices
+
+                changes_by_partition = over_partition_slices
         if not_matched:
             sel = ", ".join([f"{nm_case} AS {CLAUSE}"] + ins_cols)
             if matched_sids is None:  # no candidate file: no source row matches
