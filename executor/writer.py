@@ -620,15 +620,23 @@ def write_partition_slices(ctx, df: DataFrame, slices: Sequence, expected_rows: 
     df, parts = _physical_frame(df, metadata, S.partition_columns(metadata))
     lower = {p.lower() for p in parts}
     data = df.select(*[F.col(_q(c)) for c in df.columns if c.lower() not in lower])
-    layout = slice_tasks(data, slices, table_path)
-    if layout is None:
-        return None
-    task_slice = [i for i, n in layout for _ in range(n)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pyspark.util import inheritable_thread_target
+
     staging = os.path.join(table_path, f".isolde-staging-{uuid.uuid4().hex}")
     result = WrittenFiles(staged_paths=[staging])
     dirs = [_partition_dir(spark, parts, s.partition_values) if parts else "" for s in slices]
     try:
-        data.write.mode("errorifexists").format("parquet").option("compression", "snappy").save(staging)
+        # the task map is only needed once the files exist: read it from the plan while the
+        # job runs (~0.2-0.3 s of planning off the critical path). A refused plan wastes the job.
+        with ThreadPoolExecutor(1, thread_name_prefix="isolde-plan") as pool:
+            planned = pool.submit(inheritable_thread_target(spark)(slice_tasks), data, slices, table_path)
+            data.write.mode("errorifexists").format("parquet").option("compression", "snappy").save(staging)
+            layout = planned.result()
+        if layout is None:
+            return None
+        task_slice = [i for i, n in layout for _ in range(n)]
         from isolde.executor.log.stats import file_stats
 
         files, rows = [], [0] * len(slices)

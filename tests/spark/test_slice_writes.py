@@ -147,7 +147,7 @@ def test_a_shuffled_subquery_join_falls_back_to_another_plan(tmp_path, monkeypat
     finally:
         spark.conf.set("spark.sql.autoBroadcastJoinThreshold", old)
     assert res.metrics["numDeletedRows"] == 2
-    assert calls == [False]  # planned, refused before the job ran
+    assert calls == [False]  # the task map was refused: the job's files were discarded
     want = [(1, 10, "a"), (2, 20, "a"), (4, 40, "b"), (5, 50, "b"), (6, 60, "b"), (7, 70, "c"), (8, 80, "c")]
     assert r.rows("t") == want
     assert read_delta_rows(r.path("t"), ["id", "v", "d"]) == want
@@ -160,3 +160,17 @@ def test_slice_writes_off_gives_the_same_table(tmp_path, monkeypatch):
     _table(r)
     r.run("UPDATE t SET v = v + 1 WHERE id % 2 = 1")
     assert calls == [] and r.rows("t") == EXPECTED
+
+
+def test_null_and_escaped_partition_values(tmp_path, monkeypatch):
+    """A NULL partition and a value needing escaping in its folder name keep their values."""
+    r = Runner(tmp_path / "wh")
+    make_table(r.path("t"), SCHEMA, [_rows([1, 2], None) + _rows([3], "x/y=z") + _rows([4], "c")],
+               partition_by=["d"])
+    calls = _spy(monkeypatch)
+    r.run("UPDATE t SET v = -v WHERE id <> 4")
+    assert calls == [True]
+    want = [(1, -10, None), (2, -20, None), (3, -30, "x/y=z"), (4, 40, "c")]
+    assert sorted(r.rows("t"), key=lambda t: t[0]) == want
+    assert sorted(read_delta_rows(r.path("t"), ["id", "v", "d"]), key=lambda t: t[0]) == want
+    _files_on_disk_are_the_logs(r)
