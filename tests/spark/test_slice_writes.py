@@ -174,3 +174,20 @@ def test_null_and_escaped_partition_values(tmp_path, monkeypatch):
     assert sorted(r.rows("t"), key=lambda t: t[0]) == want
     assert sorted(read_delta_rows(r.path("t"), ["id", "v", "d"]), key=lambda t: t[0]) == want
     _files_on_disk_are_the_logs(r)
+
+
+def test_a_plan_that_cannot_be_read_is_refused(tmp_path, monkeypatch):
+    """If reading the task map fails (a plan shape another Spark version names differently),
+    the job's files are discarded and the statement still gives the right table."""
+    r = Runner(tmp_path / "wh")
+    _table(r)
+    calls = _spy(monkeypatch)
+
+    def unreadable(*a, **k):
+        raise RuntimeError("no such plan node")
+
+    monkeypatch.setattr(writer, "slice_tasks", unreadable)
+    r.run("UPDATE t SET v = v + 1 WHERE id % 2 = 1")
+    assert calls == [False]
+    assert r.rows("t") == EXPECTED
+    _files_on_disk_are_the_logs(r)
