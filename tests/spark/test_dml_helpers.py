@@ -183,6 +183,23 @@ class Runner:
         return DeltaLog.for_table(self.path(name))
 
 
+def spy_slice_writes(monkeypatch) -> list:
+    """Record every one-job partition rewrite (``writer.write_partition_slices``): True when it
+    wrote, False when it handed the rewrite back to another plan."""
+    from isolde.executor import writer
+
+    calls: list = []
+    real = writer.write_partition_slices
+
+    def spy(*a, **k):
+        written = real(*a, **k)
+        calls.append(written is not None)
+        return written
+
+    monkeypatch.setattr(writer, "write_partition_slices", spy)
+    return calls
+
+
 def _sort_key(row):
     return tuple((v is None, str(type(v)), v if v is not None else 0) for v in row)
 

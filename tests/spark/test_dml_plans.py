@@ -21,7 +21,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from test_dml_helpers import Runner, make_table  # noqa: E402
+from test_dml_helpers import Runner, make_table, spy_slice_writes  # noqa: E402
 
 from isolde.executor import dml, writer  # noqa: E402
 from isolde.executor.jobs import merge  # noqa: E402
@@ -91,15 +91,7 @@ def _replay(tmp_path, monkeypatch, plan):
     if "broadcast_rows" in cfg:
         monkeypatch.setattr(merge, "BROADCAST_ROWS", cfg["broadcast_rows"])
     monkeypatch.setattr(dml, "SLICE_WRITES", cfg.get("slice_writes", True))
-    slice_writes = []  # per one-job write: did it write (True) or hand back to another plan (False)
-    real_slices = writer.write_partition_slices
-
-    def spy_slices(*a, **k):
-        written = real_slices(*a, **k)
-        slice_writes.append(written is not None)
-        return written
-
-    monkeypatch.setattr(writer, "write_partition_slices", spy_slices)
+    slice_writes = spy_slice_writes(monkeypatch)  # per one-job write: wrote, or handed back
     monkeypatch.setattr(merge, "SPLIT_SOURCE_ROWS", cfg.get("split_source_rows", 1 << 60))
     split_sources = []
     real_split = merge._source_per_partition

@@ -17,7 +17,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 from oracle_helpers import read_delta_rows  # noqa: E402
-from test_dml_helpers import Runner, make_table  # noqa: E402
+from test_dml_helpers import Runner, make_table, spy_slice_writes  # noqa: E402
 
 from isolde.executor import dml, writer  # noqa: E402
 from isolde.executor.dml import open_target  # noqa: E402
@@ -38,19 +38,6 @@ def _table(r, name="t"):
     # so a shifted task map shows in the counts)
     make_table(r.path(name), SCHEMA, [_rows([1, 2], "a") + _rows([3, 4, 5, 6], "b") + _rows([7, 8], "c"),
                                       _rows([9], "a")], partition_by=["d"])
-
-
-def _spy(monkeypatch):
-    calls = []
-    real = writer.write_partition_slices
-
-    def spy(*a, **k):
-        written = real(*a, **k)
-        calls.append(written is not None)
-        return written
-
-    monkeypatch.setattr(writer, "write_partition_slices", spy)
-    return calls
 
 
 def _files_on_disk_are_the_logs(r, name="t"):
@@ -77,7 +64,7 @@ EXPECTED = [(1, 11, "a"), (2, 20, "a"), (3, 31, "b"), (4, 40, "b"), (5, 51, "b")
 def test_update_writes_each_partition_folder_in_one_job(tmp_path, monkeypatch):
     r = Runner(tmp_path / "wh")
     _table(r)
-    calls = _spy(monkeypatch)
+    calls = spy_slice_writes(monkeypatch)
     jobs = []
     real_groups = writer.write_partition_groups
     monkeypatch.setattr(writer, "write_partition_groups", lambda *a, **k: jobs.append(1) or real_groups(*a, **k))
@@ -98,7 +85,7 @@ def test_a_task_map_that_does_not_match_the_rows_is_refused(tmp_path, monkeypatc
     statement falls back to a job per partition with the right result."""
     r = Runner(tmp_path / "wh")
     _table(r)
-    calls = _spy(monkeypatch)
+    calls = spy_slice_writes(monkeypatch)
     real_tasks = writer.slice_tasks
 
     def shifted(df, slices, table_path):
@@ -138,7 +125,7 @@ def test_a_shuffled_subquery_join_falls_back_to_another_plan(tmp_path, monkeypat
     r = Runner(tmp_path / "wh")
     _table(r)
     make_table(r.path("k"), pa.schema([("id", pa.int64())]), [[{"id": 3}, {"id": 9}]])
-    calls = _spy(monkeypatch)
+    calls = spy_slice_writes(monkeypatch)
     spark = r.session.spark
     old = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")  # the subquery join shuffles
@@ -155,7 +142,7 @@ def test_a_shuffled_subquery_join_falls_back_to_another_plan(tmp_path, monkeypat
 
 def test_slice_writes_off_gives_the_same_table(tmp_path, monkeypatch):
     monkeypatch.setattr(dml, "SLICE_WRITES", False)
-    calls = _spy(monkeypatch)
+    calls = spy_slice_writes(monkeypatch)
     r = Runner(tmp_path / "wh")
     _table(r)
     r.run("UPDATE t SET v = v + 1 WHERE id % 2 = 1")
@@ -167,7 +154,7 @@ def test_null_and_escaped_partition_values(tmp_path, monkeypatch):
     r = Runner(tmp_path / "wh")
     make_table(r.path("t"), SCHEMA, [_rows([1, 2], None) + _rows([3], "x/y=z") + _rows([4], "c")],
                partition_by=["d"])
-    calls = _spy(monkeypatch)
+    calls = spy_slice_writes(monkeypatch)
     r.run("UPDATE t SET v = -v WHERE id <> 4")
     assert calls == [True]
     want = [(1, -10, None), (2, -20, None), (3, -30, "x/y=z"), (4, 40, "c")]
@@ -181,7 +168,7 @@ def test_a_plan_that_cannot_be_read_is_refused(tmp_path, monkeypatch):
     the job's files are discarded and the statement still gives the right table."""
     r = Runner(tmp_path / "wh")
     _table(r)
-    calls = _spy(monkeypatch)
+    calls = spy_slice_writes(monkeypatch)
 
     def unreadable(*a, **k):
         raise RuntimeError("no such plan node")
