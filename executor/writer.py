@@ -605,9 +605,36 @@ def slice_tasks(df: DataFrame, slices: Sequence, table_path: str) -> Optional[li
     return out
 
 
-def write_partition_slices(ctx, df: DataFrame, slices: Sequence, expected_rows: Sequence[int], table_path: str,
-                           metadata, *, data_change: bool = True) -> Optional[WrittenFiles]:
-    """Write the rows of a ``scan_by_partition`` union in ONE Spark job without a partitionBy:
+@dataclass
+class SliceWrite:
+    """A ``write_partition_slices`` job, planned: the rows to write (data columns, physical
+    names), the slices they come from and each slice's partition folder."""
+
+    data: DataFrame
+    slices: list
+    dirs: list
+
+
+def plan_partition_slices(ctx, df: DataFrame, slices: Sequence, metadata) -> SliceWrite:
+    """Shape the (conformed) rows of a ``scan_by_partition`` union for ``write_partition_slices``."""
+    spark = getattr(ctx, "spark", ctx)
+    df, parts = _physical_frame(df, metadata, S.partition_columns(metadata))
+    lower = {p.lower() for p in parts}
+    data = df.select(*[F.col(_q(c)) for c in df.columns if c.lower() not in lower])
+    dirs = [_partition_dir(spark, parts, s.partition_values) if parts else "" for s in slices]
+    return SliceWrite(data, list(slices), dirs)
+
+
+def _read_layout(plan: SliceWrite, table_path: str) -> Optional[list]:
+    try:
+        return slice_tasks(plan.data, plan.slices, table_path)
+    except Exception:  # a plan node this Spark version names or shapes differently: refuse
+        return None
+
+
+def write_partition_slices(ctx, plan: SliceWrite, expected_rows: Sequence[int], table_path: str, *,
+                           data_change: bool = True) -> Optional[WrittenFiles]:
+    """Write a planned ``scan_by_partition`` union in ONE Spark job without a partitionBy:
     every task's file lands in its slice's partition folder. Returns None, having written
     nothing to the table, when the plan could move rows between slices or when a slice's
     files do not hold exactly ``expected_rows[i]`` rows; the caller then writes another way.
@@ -624,20 +651,14 @@ def write_partition_slices(ctx, df: DataFrame, slices: Sequence, expected_rows: 
 
     spark = getattr(ctx, "spark", ctx)
     table_path = os.path.abspath(table_path)
-    df, parts = _physical_frame(df, metadata, S.partition_columns(metadata))
-    lower = {p.lower() for p in parts}
-    data = df.select(*[F.col(_q(c)) for c in df.columns if c.lower() not in lower])
-    dirs = [_partition_dir(spark, parts, s.partition_values) if parts else "" for s in slices]
+    slices = plan.slices
     with _staging(table_path) as (staging, result):
         # the task map is only needed once the files exist: read it from the plan while the
         # job runs (~0.2-0.3 s of planning off the critical path). A refused plan wastes the job.
         with ThreadPoolExecutor(1, thread_name_prefix="isolde-plan") as pool:
-            planned = pool.submit(inheritable_thread_target(spark)(slice_tasks), data, slices, table_path)
-            data.write.mode("errorifexists").format("parquet").option("compression", "snappy").save(staging)
-            try:
-                layout = planned.result()
-            except Exception:  # a plan node this Spark version names or shapes differently: refuse
-                layout = None
+            planned = pool.submit(inheritable_thread_target(spark)(_read_layout), plan, table_path)
+            plan.data.write.mode("errorifexists").format("parquet").option("compression", "snappy").save(staging)
+            layout = planned.result()
         if layout is None:
             return None
         task_slice = [i for i, n in layout for _ in range(n)]
@@ -657,6 +678,6 @@ def write_partition_slices(ctx, df: DataFrame, slices: Sequence, expected_rows: 
         for name, i, num, stats in files:
             if not num:
                 continue
-            _adopt_one(os.path.join(staging, name), table_path, dirs[i], name, dict(slices[i].partition_values),
+            _adopt_one(os.path.join(staging, name), table_path, plan.dirs[i], name, dict(slices[i].partition_values),
                        num, stats, result, data_change)
     return result

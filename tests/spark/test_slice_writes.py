@@ -178,3 +178,28 @@ def test_a_plan_that_cannot_be_read_is_refused(tmp_path, monkeypatch):
     assert calls == [False]
     assert r.rows("t") == EXPECTED
     _files_on_disk_are_the_logs(r)
+
+
+def test_files_with_old_deletion_vectors_are_rewritten_another_way(tmp_path, monkeypatch):
+    """Deletion vectors written while the table had them on, then turned off: the next UPDATE
+    rewrites those files (copy-on-write), which must not go through the one-job plan (its row
+    check counts numRecords without the vectors' rows, and its scan reads no vectors)."""
+    r = Runner(tmp_path / "wh")
+    r.run("CREATE TABLE t (id BIGINT, v BIGINT, d STRING) PARTITIONED BY (d) "
+          "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    r.run("INSERT INTO t SELECT id, id * 10, CAST(id % 3 AS STRING) FROM range(30)")
+    r.run("DELETE FROM t WHERE id % 10 = 0")
+    assert any(a.deletion_vector is not None for a in r.log("t").update().all_files)
+    r.run("ALTER TABLE t SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')")
+    calls = spy_slice_writes(monkeypatch)
+    res = r.run("UPDATE t SET v = -v WHERE id % 7 = 1")
+    assert calls == []  # never tried
+    assert res.metrics["numUpdatedRows"] == 5  # 1, 8, 15, 22, 29
+    want = sorted((i, -i * 10 if i % 7 == 1 else i * 10, str(i % 3)) for i in range(30) if i % 10)
+    assert r.rows("t") == want
+    assert read_delta_rows(r.path("t"), ["id", "v", "d"]) == want
+    # the touched files were rewritten without their vectors (the vectors' rows stay deleted)
+    snap = r.log("t").update()
+    before = {a.path for a in r.log("t").snapshot(snap.version - 1).all_files}
+    new_files = [a for a in snap.all_files if a.path not in before]
+    assert new_files and all(a.deletion_vector is None for a in new_files)
