@@ -534,8 +534,8 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
 
                 def over_partition_slices():  # one job over all touched partitions, one broadcast
                     df, slices = dml.scan_rows_by_partition(ctx, target, list(touched.values()))
-                    return dml.plan_slice_write(ctx, target, changes_over(None, False, tv=views.add(df, "touched")),
-                                                slices, new_metadata)
+                    rows = changes_over(None, False, tv=views.add(df, "touched"))
+                    return dml.plan_slice_write(ctx, target, rows, slices, new_metadata)
 
                 changes_by_partition = over_partition_slices
         if not_matched:

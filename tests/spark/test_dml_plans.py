@@ -81,6 +81,8 @@ PLANS = {
     # ... and each partition's join gets only the source rows that matched that partition
     "per_partition_sources": {"group_min_bytes": 0, "split_source_rows": 0, "slice_writes": False},
     "shuffled_source": {"broadcast_rows": -1},
+    # MERGE's new rows written after the one-job rewrite, not beside it
+    "inserts_after": {"inserts_beside": False},
 }
 
 
@@ -91,7 +93,11 @@ def _replay(tmp_path, monkeypatch, plan):
     if "broadcast_rows" in cfg:
         monkeypatch.setattr(merge, "BROADCAST_ROWS", cfg["broadcast_rows"])
     monkeypatch.setattr(dml, "SLICE_WRITES", cfg.get("slice_writes", True))
+    monkeypatch.setattr(dml, "INSERTS_BESIDE", cfg.get("inserts_beside", True))
     slice_writes = spy_slice_writes(monkeypatch)  # per one-job write: wrote, or handed back
+    beside_writes = []
+    real_beside = writer.BackgroundWrite
+    monkeypatch.setattr(writer, "BackgroundWrite", lambda *a, **k: beside_writes.append(1) or real_beside(*a, **k))
     monkeypatch.setattr(merge, "SPLIT_SOURCE_ROWS", cfg.get("split_source_rows", 1 << 60))
     split_sources = []
     real_split = merge._source_per_partition
@@ -134,7 +140,7 @@ def _replay(tmp_path, monkeypatch, plan):
             stats = [json.loads(a.stats) for a in r.log("p").update().all_files if a.partition_values["d"] == "b"]
             b_files = sorted((st["numRecords"], st["minValues"]["id"], st["maxValues"]["id"]) for st in stats)
     full_outer = sum("FULL OUTER JOIN" in q for q in queries)
-    return r.rows("p"), counts, grouped_writes, full_outer, b_files, split_sources, slice_writes
+    return r.rows("p"), counts, grouped_writes, full_outer, b_files, split_sources, slice_writes, len(beside_writes)
 
 
 @pytest.fixture(scope="module")
@@ -150,9 +156,9 @@ def default_plan(tmp_path_factory):
 def test_every_plan_gives_the_same_table(tmp_path, monkeypatch, plan, default_plan):
     default_counts = default_plan[1]
     if plan == "default":
-        rows, counts, grouped_writes, full_outer, b_files, split_sources, slice_writes = default_plan
+        rows, counts, grouped_writes, full_outer, b_files, split_sources, slice_writes, beside = default_plan
     else:
-        rows, counts, grouped_writes, full_outer, b_files, split_sources, slice_writes = _replay(
+        rows, counts, grouped_writes, full_outer, b_files, split_sources, slice_writes, beside = _replay(
             tmp_path, monkeypatch, plan)
     assert rows == FINAL
     assert counts == default_counts
@@ -171,6 +177,8 @@ def test_every_plan_gives_the_same_table(tmp_path, monkeypatch, plan, default_pl
         assert all(slice_writes), slice_writes
     else:
         assert slice_writes == []
+    # u1's and u3's new rows were written beside their one-job rewrite
+    assert beside == (2 if plan in ("default", "inserts_after") and PLANS[plan].get("inserts_beside", True) else 0)
     assert bool(split_sources) == ("split_source_rows" in PLANS[plan])
     if "broadcast_rows" in PLANS[plan]:
         assert full_outer >= 1  # u1 touches every candidate file: one full outer join

@@ -203,3 +203,36 @@ def test_files_with_old_deletion_vectors_are_rewritten_another_way(tmp_path, mon
     before = {a.path for a in r.log("t").snapshot(snap.version - 1).all_files}
     new_files = [a for a in snap.all_files if a.path not in before]
     assert new_files and all(a.deletion_vector is None for a in new_files)
+
+
+@pytest.mark.parametrize("bad", ["inserted", "updated"])
+def test_a_failed_merge_leaves_no_files_from_either_write(tmp_path, monkeypatch, bad):
+    """MERGE writes its new rows in a job beside the one-job rewrite. When either write fails
+    (here a CHECK constraint), the statement fails, the table is unchanged, and neither write
+    leaves files behind, including the one that succeeded."""
+    from isolde.errors import ConstraintViolationError
+
+    r = Runner(tmp_path / "wh")
+    _table(r)
+    r.run("ALTER TABLE t ADD CONSTRAINT positive CHECK (v >= 0)")
+    calls = spy_slice_writes(monkeypatch)
+    beside = []
+    real_beside = writer.BackgroundWrite
+    monkeypatch.setattr(writer, "BackgroundWrite", lambda *a, **k: beside.append(1) or real_beside(*a, **k))
+    new_v, upd_v = (-1, 5) if bad == "inserted" else (1, -5)
+    make_table(r.path("s"), SCHEMA, [[{"id": 3, "v": upd_v, "d": "b"}, {"id": 50, "v": new_v, "d": "c"}]])
+    version = r.log("t").update().version
+    with pytest.raises(ConstraintViolationError):
+        r.run("MERGE INTO t USING s ON s.id = t.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+    assert beside == [1]
+    assert calls == ([True] if bad == "inserted" else [])  # an updated row's violation stops the rewrite
+    assert r.log("t").update().version == version
+    assert r.rows("t") == sorted((i, i * 10, d) for i, d in [(1, "a"), (2, "a"), (9, "a"), (3, "b"), (4, "b"),
+                                                             (5, "b"), (6, "b"), (7, "c"), (8, "c")])
+    path = r.path("t")
+    assert not any(n.startswith(".isolde-staging") for n in os.listdir(path))
+    live = {a.path for a in r.log("t").update().all_files}
+    on_disk = {os.path.relpath(os.path.join(root, n), path).replace(os.sep, "/")
+               for root, dirs, names in os.walk(path) if "_delta_log" not in root
+               for n in names if n.endswith(".parquet")}
+    assert on_disk == live
