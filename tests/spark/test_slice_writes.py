@@ -236,3 +236,29 @@ def test_a_failed_merge_leaves_no_files_from_either_write(tmp_path, monkeypatch,
                for root, dirs, names in os.walk(path) if "_delta_log" not in root
                for n in names if n.endswith(".parquet")}
     assert on_disk == live
+
+
+@pytest.mark.parametrize("odd", [["it's", "plain", "glob[1]*?{a,b}"], ["back\\slash", "q'\\n", "plain"]],
+                         ids=["quotes-globs", "backslashes"])
+def test_partition_values_with_quotes_globs_and_backslashes(tmp_path, odd):
+    """Pass 1 finds each row's file and partition through literal maps keyed by file path,
+    built as one SQL expression when no value holds a quote or a backslash and Column by
+    Column otherwise: both kinds of partition in one table keep their values. Glob characters
+    in a folder name are read as themselves (Spark globs the file paths it is given). delta-rs
+    reads a backslash in a path as a folder separator, its own files' too: it checks the first
+    table only."""
+    r = Runner(tmp_path / "wh")
+    make_table(r.path("t"), SCHEMA, [[{"id": i, "v": i, "d": d} for i, d in enumerate(odd)]], partition_by=["d"])
+    interop = not any("\\" in d for d in odd)
+    r.run("UPDATE t SET v = v + 100 WHERE id % 2 = 0 OR d = 'plain'")
+    want = sorted((i, i + 100 if i % 2 == 0 or d == "plain" else i, d) for i, d in enumerate(odd))
+    assert r.rows("t") == want
+    if interop:
+        assert read_delta_rows(r.path("t"), ["id", "v", "d"]) == want
+    gone = odd[0]
+    literal = gone.replace("\\", "\\\\").replace("'", "''")  # SQL string escapes
+    r.run(f"DELETE FROM t WHERE d = '{literal}' OR id = 1")
+    want = [w for w in want if w[2] != gone and w[0] != 1]
+    assert len(want) == 1 and r.rows("t") == want
+    if interop:
+        assert read_delta_rows(r.path("t"), ["id", "v", "d"]) == want
