@@ -160,7 +160,7 @@ def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequen
     else:
         df = spark.read.schema(data_struct).parquet(*map(_exact, local))
     if not need_keys:
-        return df.select(*[F.col(f"`{f.name}`") for f in struct.fields])
+        return df.selectExpr(*[_quote(f.name) for f in struct.fields])
     if not with_row_ids and not has_dv and _one_partition(files):
         # every file in one partition: its values are literals (no _metadata.file_path lookup per row)
         return _with_literal_partition(df, struct, parts, metadata, files[0].partition_values)
@@ -216,12 +216,12 @@ def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequen
     for f in struct.fields:
         if f.name.lower() in part_lower:
             source = next(p for p in parts if p.lower() == f.name.lower())
-            out.append(_cast_partition(F.col(f"`__p_{source}`"), f.dataType).alias(f.name))
+            out.append(f"{_partition_sql(_quote('__p_' + source), f.dataType)} AS {_quote(f.name)}")
         else:
-            out.append(F.col(f"`{f.name}`"))
+            out.append(_quote(f.name))
     if with_row_ids:
-        out += [F.col(FILE_COL), F.col(ROW_COL)]
-    return df.select(*out)
+        out += [FILE_COL, ROW_COL]
+    return df.selectExpr(*out)
 
 
 def _plain_text(value: Optional[str]) -> bool:
@@ -238,15 +238,29 @@ def _with_literal_partition(df: DataFrame, struct, parts, metadata, values: dict
     """The table's columns, the partition columns being the literals of ``values``."""
     physical = S.logical_to_physical(metadata)
     part_lower = {p.lower() for p in parts}
-    out = []
+    raw = {}
     for f in struct.fields:
         if f.name.lower() in part_lower:
             source = next(p for p in parts if p.lower() == f.name.lower())
-            raw = _partition_value(values, physical.get(source, source))
-            out.append(_cast_partition(F.lit(raw).cast("string"), f.dataType).alias(f.name))
-        else:
-            out.append(F.col(f"`{f.name}`"))
-    return df.select(*out)
+            raw[f.name] = _partition_value(values, physical.get(source, source))
+    if all(_plain_text(v) for v in raw.values()):  # one py4j call, not a few per column
+        return df.selectExpr(*[f"{_partition_sql(_sql_string(raw[f.name]), f.dataType)} AS {_quote(f.name)}"
+                               if f.name in raw else _quote(f.name) for f in struct.fields])
+    return df.select(*[_cast_partition(F.lit(raw[f.name]).cast("string"), f.dataType).alias(f.name)
+                       if f.name in raw else F.col(_quote(f.name)) for f in struct.fields])
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _partition_sql(text_sql: str, dtype: T.DataType) -> str:
+    """``_cast_partition`` as SQL, over the SQL of a string value."""
+    if isinstance(dtype, T.StringType):
+        return text_sql
+    if isinstance(dtype, T.BinaryType):
+        return f"encode({text_sql}, 'UTF-8')"
+    return f"try_cast({text_sql} AS {dtype.simpleString()})"
 
 
 @dataclass(frozen=True)
