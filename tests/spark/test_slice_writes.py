@@ -262,3 +262,27 @@ def test_partition_values_with_quotes_globs_and_backslashes(tmp_path, odd):
     assert len(want) == 1 and r.rows("t") == want
     if interop:
         assert read_delta_rows(r.path("t"), ["id", "v", "d"]) == want
+
+
+def test_merge_with_schema_evolution_through_the_one_job_plan(tmp_path, monkeypatch):
+    """A new source column added by MERGE WITH SCHEMA EVOLUTION: the one-job rewrite and the
+    inserts' write beside it both write the new schema; delta-rs reads it back."""
+    r = Runner(tmp_path / "wh")
+    r.run("CREATE TABLE t (id BIGINT, v BIGINT, d STRING) PARTITIONED BY (d) "
+          "TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')")
+    r.run("INSERT INTO t SELECT id, id * 10, CAST(id % 3 AS STRING) FROM range(30)")
+    r.run("CREATE TABLE s (id BIGINT, v BIGINT, d STRING, extra STRING)")
+    r.run("INSERT INTO s VALUES (1, -1, '1', 'x'), (4, -4, '1', 'y'), (100, 1000, '1', 'new'), (101, 1010, '2', 'n2')")
+    calls = spy_slice_writes(monkeypatch)
+    beside = []
+    real_beside = writer.BackgroundWrite
+    monkeypatch.setattr(writer, "BackgroundWrite", lambda *a, **k: beside.append(1) or real_beside(*a, **k))
+    res = r.run("MERGE WITH SCHEMA EVOLUTION INTO t USING s ON s.id = t.id "
+                "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+    assert calls == [True] and beside == [1]
+    assert (res.metrics["numTargetRowsUpdated"], res.metrics["numTargetRowsInserted"]) == (2, 2)
+    changed = {1: (1, -1, "1", "x"), 4: (4, -4, "1", "y"), 100: (100, 1000, "1", "new"), 101: (101, 1010, "2", "n2")}
+    want = sorted(changed.get(i, (i, i * 10, str(i % 3), None)) for i in [*range(30), 100, 101])
+    assert r.rows("t", ["id", "v", "d", "extra"]) == want
+    assert read_delta_rows(r.path("t"), ["id", "v", "d", "extra"]) == want
+    _files_on_disk_are_the_logs(r)
