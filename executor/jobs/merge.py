@@ -534,7 +534,10 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
 
                 def over_partition_slices():  # one job over all touched partitions, one broadcast
                     df, slices = dml.scan_rows_by_partition(ctx, target, list(touched.values()))
-                    rows = changes_over(None, False, tv=views.add(df, "touched"))
+                    # one job, so the matched source rows need no materialising job of their own:
+                    # the broadcast computes them (interleaved medians: 7.66 -> 7.45 s)
+                    source = views.add(pass2_source, "matched_source") if pass2_source is not None else None
+                    rows = changes_over(None, False, source, tv=views.add(df, "touched"))
                     return dml.plan_slice_write(ctx, target, rows, slices, new_metadata)
 
                 changes_by_partition = over_partition_slices
