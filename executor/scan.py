@@ -41,6 +41,10 @@ _KEY = "_isolde_key"
 # Measured (row ids + group by file): 10 files / 10M rows 1.34 s map vs 2.08 s join; 400 files
 # / 4M rows 4.46 s map vs 1.14 s join. They cross near 50 files.
 MAP_LOOKUP_MAX_FILES = 48
+# ``scan_by_partition`` reads up to this many files as one scan, a task per file; more are a
+# union of one scan per partition, whose splits pack small files together
+ONE_SCAN_MAX_FILES = 64
+_NULL_FOLDER = "__HIVE_DEFAULT_PARTITION__"
 
 
 def _spark(ctx):
@@ -275,16 +279,24 @@ class PartitionSlice:
 
 
 def scan_by_partition(ctx, snapshot, table_path: Optional[str], files: Sequence) -> tuple:
-    """The rows of ``files`` (no deletion vectors) as a union of one scan per partition, each
-    with its partition values as literals: no per-row file-path lookup, and every Spark task
-    reads one partition only (what lets a writer put each task's file in its partition folder
-    without a partitionBy). Returns ``(DataFrame, [PartitionSlice])``, one slice per union child."""
+    """The rows of ``files`` (no deletion vectors) read so that every Spark task reads one
+    partition only (what lets a writer put each task's file in its partition folder without a
+    partitionBy). Returns ``(DataFrame, [PartitionSlice])``, one slice per partition.
+
+    Up to ONE_SCAN_MAX_FILES files in Hive-style folders are ONE scan in which every file is its
+    own task (``scan_file_per_task``); otherwise a union of one scan per partition, each with
+    its partition values as literals (its splits may pack several small files of a partition)."""
     table_path = table_path or snapshot.table_path
     groups: dict = {}
     for add in files:
         if add.deletion_vector is not None:
             raise ValueError("scan_by_partition reads files without deletion vectors only")
         groups.setdefault(tuple(sorted(add.partition_values.items())), []).append(add)
+    slices = [PartitionSlice(dict(key), tuple(adds)) for key, adds in groups.items()]
+    if len(slices) > 1 and len(files) <= ONE_SCAN_MAX_FILES:
+        df = scan_file_per_task(ctx, snapshot, table_path, slices)
+        if df is not None:
+            return df, slices
     # planned in parallel: each scan is ~30 ms of JVM work (file index, analysis) per partition
     from concurrent.futures import ThreadPoolExecutor
 
@@ -297,7 +309,62 @@ def scan_by_partition(ctx, snapshot, table_path: Optional[str], files: Sequence)
     out = frames[0]
     for other in frames[1:]:
         out = out.union(other)
-    return out, [PartitionSlice(dict(key), tuple(adds)) for key, adds in groups.items()]
+    return out, slices
+
+
+def partition_dir(spark, parts: list, values: dict) -> str:
+    """The Hive-style folder of a partition (Spark's own escaping, as partitionBy writes it)."""
+    utils = spark._jvm.org.apache.spark.sql.catalyst.catalog.ExternalCatalogUtils
+    return "/".join(utils.getPartitionPathString(p, _partition_value(values, p)) for p in parts)
+
+
+def _file_per_task_session(spark):
+    """A clone of ``spark`` (same settings, so the same Parquet reader) in which no scan split
+    packs two files: a file relation plans its splits with the conf of the session that read it."""
+    from pyspark.sql import SparkSession
+
+    clone = spark._jsparkSession.cloneSession()
+    clone.conf().set("spark.sql.files.openCostInBytes", str(1 << 40))
+    return SparkSession(spark.sparkContext, clone)
+
+
+def scan_file_per_task(ctx, snapshot, table_path: str, slices: Sequence) -> Optional[DataFrame]:
+    """The rows of the slices' files as ONE scan in which every file is its own task (a big
+    file may be several), the partition values read from the folder names, which Spark adds
+    to each file's rows as constants. Against a union of a scan per partition: one scan node to
+    plan and run (10 partitions / 10M rows: a flat rewrite 4.4 -> 4.0 s, the plain read+write
+    of the same files 4.0 s). None, to read another way, unless every file sits in the folder
+    Spark's partitionBy would name after its log partition values (Spark must read back exactly
+    those values) and the table has no column mapping."""
+    spark = _spark(ctx)
+    metadata = snapshot.metadata
+    if S.column_mapping_mode(metadata) != "none":
+        return None
+    parts = S.partition_columns(metadata)
+    root = os.path.normpath(table_root(table_path))
+    local = []
+    for sl in slices:
+        if any(v in (_NULL_FOLDER, "") for v in sl.partition_values.values()):
+            return None  # Spark would read it back as NULL, or refuse an empty folder value
+        folder = partition_dir(spark, parts, sl.partition_values)
+        for path in sl.local_paths(table_path):
+            if os.path.relpath(os.path.dirname(os.path.normpath(path)), root) != folder:
+                return None
+            local.append(path)
+    struct = S.metadata_schema(metadata)
+    part_lower = {p.lower(): p for p in parts}
+    read = T.StructType([f for f in struct.fields if f.name.lower() not in part_lower]
+                        + [T.StructField(p, T.StringType(), True) for p in parts])
+    try:
+        df = (_file_per_task_session(spark).read.schema(read).option("basePath", root)
+              .parquet(*map(_exact, local)))
+        # the same plan as a DataFrame of the caller's session (its relation keeps the clone)
+        df = DataFrame(spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(
+            spark._jsparkSession, df._jdf.logicalPlan()), spark)
+    except Exception:  # not classic Spark, or a layout Spark's partition discovery refuses
+        return None
+    return df.selectExpr(*[f"{_partition_sql(_quote(part_lower[f.name.lower()]), f.dataType)} AS {_quote(f.name)}"
+                           if f.name.lower() in part_lower else _quote(f.name) for f in struct.fields])
 
 
 def _one_partition(files) -> bool:

@@ -38,6 +38,7 @@ from pyspark.sql import types as T
 
 from isolde.errors import AnalysisError, ColumnNotFoundError
 from isolde.executor import schema as S
+from isolde.executor.scan import partition_dir
 
 VIOLATION_MARK = "ISOLDE_VIOLATION"
 SEP = "\u241f"  # a visible unit separator that never appears in SQL text we generate
@@ -488,18 +489,6 @@ class BackgroundWrite:
 MAX_GROUP_JOBS = 64
 
 
-def _partition_dir(spark, parts: list, values: dict) -> str:
-    """The Hive-style folder of a partition (Spark's own escaping, as partitionBy writes it)."""
-    utils = spark._jvm.org.apache.spark.sql.catalyst.catalog.ExternalCatalogUtils
-    segs = []
-    for p in parts:
-        v = values.get(p)
-        if v is None:
-            v = next((x for k, x in values.items() if k.lower() == p.lower()), None)
-        segs.append(utils.getPartitionPathString(p, v))
-    return "/".join(segs)
-
-
 def write_partition_groups(ctx, groups: Sequence[tuple], table_path: str, metadata, *,
                            data_change: bool = True) -> WrittenFiles:
     """Write rows already known to belong to one partition per group, without a partitionBy sort.
@@ -521,7 +510,7 @@ def write_partition_groups(ctx, groups: Sequence[tuple], table_path: str, metada
     if S.column_mapping_mode(metadata) != "none":
         mapping = S.logical_to_physical(metadata)
         parts = [mapping.get(p, p) for p in parts]
-    jobs = [(f"g{i}", dict(pvalues), _partition_dir(spark, parts, pvalues) if parts else "", df)
+    jobs = [(f"g{i}", dict(pvalues), partition_dir(spark, parts, pvalues) if parts else "", df)
             for i, (pvalues, df) in enumerate(groups)]
     failed = []
 
@@ -607,9 +596,10 @@ def _through(node):
 
 
 def slice_tasks(df: DataFrame, slices: Sequence, table_path: str) -> Optional[list]:
-    """Spark task index ranges of each slice of a ``scan_by_partition`` union, read from the
-    physical plan of ``df``: ``[(slice index, number of tasks)]`` in task order, or None when
-    a row may leave its task's slice (a shuffle, a coalesce, a sort-merge join, ...)."""
+    """Spark task index ranges of each slice of a ``scan_by_partition`` read, from the physical
+    plan of ``df``: ``[(slice index, number of tasks)]`` in task order, or None when a row may
+    leave its task's slice (a shuffle, a coalesce, a sort-merge join, ...) or a task reads
+    files of two slices."""
     top = _through(df._jdf.queryExecution().executedPlan())
     if top is None:
         return None
@@ -617,7 +607,7 @@ def slice_tasks(df: DataFrame, slices: Sequence, table_path: str) -> Optional[li
         children = top.children()
         children = [children.apply(k) for k in range(children.size())]
     else:
-        children = [top]  # one slice: no union
+        children = [top]  # one scan
     slice_of = {os.path.normpath(path): i for i, s in enumerate(slices) for path in s.local_paths(table_path)}
     out = []
     for child in children:
@@ -626,9 +616,19 @@ def slice_tasks(df: DataFrame, slices: Sequence, table_path: str) -> Optional[li
             return None
         roots = leaf.relation().location().rootPaths()
         found = {slice_of.get(os.path.normpath(roots.apply(j).toUri().getPath())) for j in range(roots.size())}
-        if len(found) != 1 or None in found:
+        if None in found:
             return None
-        out.append((found.pop(), int(leaf.inputRDD().getNumPartitions())))
+        if len(found) == 1:
+            out.append((found.pop(), int(leaf.inputRDD().getNumPartitions())))
+            continue
+        # one scan over several slices (``scan_file_per_task``): each task's files, one slice each
+        tasks = leaf.inputRDD().filePartitions()
+        for k in range(tasks.size()):
+            files = tasks.apply(k).files()
+            found = {slice_of.get(os.path.normpath(files[j].toPath().toUri().getPath())) for j in range(len(files))}
+            if len(found) != 1 or None in found:
+                return None
+            out.append((found.pop(), 1))
     return out
 
 
@@ -648,7 +648,7 @@ def plan_partition_slices(ctx, df: DataFrame, slices: Sequence, metadata) -> Sli
     df, parts = _physical_frame(df, metadata, S.partition_columns(metadata))
     lower = {p.lower() for p in parts}
     data = df.select(*[F.col(_q(c)) for c in df.columns if c.lower() not in lower])
-    dirs = [_partition_dir(spark, parts, s.partition_values) if parts else "" for s in slices]
+    dirs = [partition_dir(spark, parts, s.partition_values) if parts else "" for s in slices]
     return SliceWrite(data, list(slices), dirs)
 
 

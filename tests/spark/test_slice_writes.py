@@ -20,6 +20,7 @@ from oracle_helpers import read_delta_rows  # noqa: E402
 from test_dml_helpers import Runner, make_table, spy_slice_writes  # noqa: E402
 
 from isolde.executor import dml, writer  # noqa: E402
+from isolde.executor import scan as scan_module  # noqa: E402
 from isolde.executor.dml import open_target  # noqa: E402
 from isolde.executor.scan import scan_by_partition  # noqa: E402
 from isolde.grammar import ast  # noqa: E402
@@ -31,6 +32,9 @@ SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64()), ("d", pa.string())])
 
 def _rows(ids, d):
     return [{"id": i, "v": i * 10, "d": d} for i in ids]
+
+
+_ROWS = [(i, i * 10, d) for d, ids in (("a", [1, 2, 9]), ("b", [3, 4, 5, 6]), ("c", [7, 8])) for i in ids]
 
 
 def _table(r, name="t"):
@@ -105,16 +109,25 @@ def test_a_task_map_that_does_not_match_the_rows_is_refused(tmp_path, monkeypatc
     _files_on_disk_are_the_logs(r)
 
 
-def test_plans_that_move_rows_between_tasks_are_refused(tmp_path):
+@pytest.mark.parametrize("read", ["one scan", "union"])
+def test_plans_that_move_rows_between_tasks_are_refused(tmp_path, monkeypatch, read):
     r = Runner(tmp_path / "wh")
     _table(r)
+    if read == "union":
+        monkeypatch.setattr(scan_module, "ONE_SCAN_MAX_FILES", 0)
     target = open_target(r.session, ast.TableRef(parts=("t",)))
     files = list(target.snapshot.all_files)
     df, slices = scan_by_partition(r.session, target.snapshot, target.path, files)
     assert sorted(s.partition_values["d"] for s in slices) == ["a", "b", "c"]
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    assert plan.count("FileScan") == (1 if read == "one scan" else 3)
     layout = writer.slice_tasks(df.select("id", "v"), slices, target.path)
-    assert layout is not None and sorted(i for i, _ in layout) == [0, 1, 2]
+    assert layout is not None and sorted({i for i, _ in layout}) == [0, 1, 2]
     assert all(n >= 1 for _, n in layout)
+    if read == "one scan":  # a task per file
+        assert len(layout) == len(files) and all(n == 1 for _, n in layout)
+    # the rows of each slice, read back, hold its partition's value and only its rows
+    assert sorted(tuple(x) for x in df.select("id", "d").collect()) == sorted((i, d) for i, _, d in _ROWS)
     # a shuffle, a coalesce across partitions, a sort: rows leave their task's partition
     assert writer.slice_tasks(df.repartition(3, "id"), slices, target.path) is None
     assert writer.slice_tasks(df.coalesce(1), slices, target.path) is None
