@@ -345,7 +345,7 @@ def scan_file_per_task(ctx, snapshot, table_path: str, slices: Sequence) -> Opti
     local = []
     for sl in slices:
         if any(v in (_NULL_FOLDER, "") for v in sl.partition_values.values()):
-            return None  # Spark would read it back as NULL, or refuse an empty folder value
+            return None  # Spark would read this string back as NULL, or refuse an empty value
         folder = partition_dir(spark, parts, sl.partition_values)
         for path in sl.local_paths(table_path):
             if os.path.relpath(os.path.dirname(os.path.normpath(path)), root) != folder:

@@ -176,6 +176,69 @@ def test_null_and_escaped_partition_values(tmp_path, monkeypatch):
     _files_on_disk_are_the_logs(r)
 
 
+def _spy_one_scan(monkeypatch) -> list:
+    """Record whether each ``scan_file_per_task`` read its files as one scan (False: refused)."""
+    calls: list = []
+    real = scan_module.scan_file_per_task
+
+    def spy(*a, **k):
+        df = real(*a, **k)
+        calls.append(df is not None)
+        return df
+
+    monkeypatch.setattr(scan_module, "scan_file_per_task", spy)
+    return calls
+
+
+def test_one_scan_reads_typed_and_null_partition_values_from_folders(tmp_path, monkeypatch):
+    """The one scan takes the partition values from the folder names: a date, an int and a
+    NULL come back typed, for the condition and in the rewritten table."""
+    import datetime as dt
+
+    schema = pa.schema([("id", pa.int64()), ("v", pa.int64()), ("day", pa.date32()), ("n", pa.int32())])
+    days = [dt.date(2024, 1, 1), dt.date(2024, 2, 29)]
+    rows = [{"id": i, "v": i, "day": days[i % 2], "n": None if i % 3 == 0 else i % 3} for i in range(12)]
+    r = Runner(tmp_path / "wh")
+    make_table(r.path("t"), schema, [rows], partition_by=["day", "n"])
+    reads, calls = _spy_one_scan(monkeypatch), spy_slice_writes(monkeypatch)
+    r.run("UPDATE t SET v = v + 100 + n WHERE day = DATE'2024-02-29' OR n IS NULL OR id = 2")
+    assert reads == [True] and calls == [True]
+
+    def new_v(x):
+        hit = x["day"] == days[1] or x["n"] is None or x["id"] == 2
+        return x["v"] + 100 + x["n"] if hit and x["n"] is not None else (None if hit else x["v"])
+
+    want = sorted((x["id"], new_v(x), x["day"], x["n"]) for x in rows)
+    assert r.rows("t", ["id", "v", "day", "n"]) == want
+    assert read_delta_rows(r.path("t"), ["id", "v", "day", "n"]) == want
+    _files_on_disk_are_the_logs(r)
+
+
+def test_a_file_outside_its_partition_folder_is_read_by_a_union(tmp_path, monkeypatch):
+    """Delta does not tie a file's folder to its partition values (the log holds them): a file
+    whose folder does not name them sends the rewrite to the union of per-partition scans."""
+    import json
+
+    r = Runner(tmp_path / "wh")
+    _table(r)
+    path = r.path("t")
+    commit = os.path.join(path, "_delta_log", "00000000000000000001.json")
+    with open(commit) as fh:
+        actions = [json.loads(line) for line in fh]
+    for a in actions:
+        add = a.get("add")
+        if add and add["partitionValues"]["d"] == "b":
+            os.rename(os.path.join(path, add["path"]), os.path.join(path, "moved-b.parquet"))
+            add["path"] = "moved-b.parquet"
+    with open(commit, "w") as fh:
+        fh.write("\n".join(json.dumps(a) for a in actions) + "\n")
+    reads, calls = _spy_one_scan(monkeypatch), spy_slice_writes(monkeypatch)
+    r.run("UPDATE t SET v = v + 1 WHERE id % 2 = 1")
+    assert reads == [False] and calls == [True]
+    assert r.rows("t") == EXPECTED
+    assert read_delta_rows(r.path("t"), ["id", "v", "d"]) == EXPECTED
+
+
 def test_a_plan_that_cannot_be_read_is_refused(tmp_path, monkeypatch):
     """If reading the task map fails (a plan shape another Spark version names differently),
     the job's files are discarded and the statement still gives the right table."""
