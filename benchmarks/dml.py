@@ -10,7 +10,9 @@ rows/100 source (100k rows for 10M; half matches, half new). For each: wall time
 the ratio isolde / delta-rs, and a "floor": a plain Spark read + filter + Parquet write of
 the same files isolde rewrote (what copy-on-write cannot beat on this engine), timed right
 after the statement with Spark's default splits and with splits balanced over the cores (the
-faster of the two is the floor); isolde's own split of its time into finding rows
+faster of the two is the floor) and, for MERGE, a plain Spark join rewrite (the same files
+left-joined with the broadcast source and written, no inserts: what no copy-on-write MERGE on
+this engine can beat); isolde's own split of its time into finding rows
 (scanTimeMs) and writing (rewriteTimeMs). With --repeat N every round starts from fresh copies and medians are shown.
 Peak memory: the Python driver (getrusage) and the JVM (VmHWM).
 """
@@ -121,6 +123,37 @@ def floor_rewrite(spark, table_path: str, removes: list, keep_sql: str, scratch:
         shutil.rmtree(out, ignore_errors=True)
 
 
+def join_floor_rewrite(spark, table_path: str, removes: list, source_view: str, key: str, scratch: str) -> float:
+    """Plain Spark's MERGE rewrite of the files isolde rewrote: read them, LEFT JOIN the source
+    (broadcast) on ``key``, take the source's values where a row matched, write Parquet; splits
+    balanced over the cores. No finding of files, no inserts, no checks: what any copy-on-write
+    MERGE on this engine costs at least."""
+    from urllib.parse import unquote
+
+    from pyspark.sql import functions as F
+
+    if not removes:
+        return 0.0
+    paths = [os.path.join(table_path, unquote(r["path"])) for r in removes]
+    out = os.path.join(scratch, f"join-floor-{time.time_ns()}")
+    conf = "spark.sql.files.maxPartitionBytes"
+    old = spark.conf.get(conf)
+    total = sum(os.path.getsize(p) for p in paths)
+    spark.conf.set(conf, str(min(max(total // (4 * spark.sparkContext.defaultParallelism), 4 << 20), 128 << 20)))
+    try:
+        t0 = time.perf_counter()
+        target = spark.read.parquet(*paths).alias("t")
+        source = F.broadcast(spark.table(source_view)).alias("s")
+        hit = F.col(f"s.{key}").isNotNull()
+        rows = target.join(source, F.col(f"t.{key}") == F.col(f"s.{key}"), "left").select(
+            *[F.when(hit, F.col(f"s.{c}")).otherwise(F.col(f"t.{c}")).alias(c) for c in target.columns])
+        rows.write.parquet(out)
+        return time.perf_counter() - t0
+    finally:
+        spark.conf.set(conf, old)
+        shutil.rmtree(out, ignore_errors=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -194,6 +227,8 @@ def main(argv=None) -> int:
                 floor_default = floor_rewrite(spark, iso_path, removes, keep, scratch)
                 floor_balanced = floor_rewrite(spark, iso_path, removes, keep, scratch, balanced=True)
                 floor_s = min(floor_default, floor_balanced)
+                join_floor = (join_floor_rewrite(spark, iso_path, removes, "bench_source", "id", scratch)
+                              if sql.startswith("MERGE") else float("nan"))
                 drs_s = drs_bytes = float("nan")
                 drs_metrics = {}
                 if not args.skip_deltalake:
@@ -204,10 +239,11 @@ def main(argv=None) -> int:
                     _, dadds, _ = last_commit(drs_path)
                     drs_bytes = sum(a["size"] for a in dadds)
                 results.append((iso_s, drs_s, floor_s, iso_bytes, drs_bytes, res.metrics, drs_metrics,
-                                floor_default, floor_balanced))
+                                floor_default, floor_balanced, join_floor))
             rounds.append(results)
             print(f"round {rnd + 1}: " + ", ".join(f"{op[0]} {r[0]:.2f} s (floor {r[7]:.2f} s default splits, "
-                                                   f"{r[8]:.2f} s balanced)"
+                                                   f"{r[8]:.2f} s balanced"
+                                                   + (f", join floor {r[9]:.2f} s" if r[9] == r[9] else "") + ")"
                                                    for op, r in zip(ops, results)), flush=True)
 
         def med(values):
@@ -231,8 +267,14 @@ def main(argv=None) -> int:
             print("(ratios are medians of the per-round ratios; every round: "
                   + "; ".join(f"{op[0]} " + " ".join(f"{r[i][0] / r[i][2]:.2f}" for r in rounds)
                               for i, op in enumerate(ops)) + ")")
+        for i, (name, *_rest) in enumerate(ops):
+            per = [r[i] for r in rounds if r[i][9] == r[i][9]]
+            if per:
+                print(f"{name}: the plain Spark join rewrite (read + broadcast LEFT JOIN source + write, no "
+                      f"inserts) takes {med([p[9] for p in per]):.2f} s, {med([p[9] / p[2] for p in per]):.2f}x "
+                      f"the floor; isolde is {med([p[0] / p[9] for p in per]):.2f}x the join rewrite")
         print()
-        for (name, *_), (*_, m, dm, _fd, _fb) in zip(ops, rounds[-1]):
+        for (name, *_), (*_, m, dm, _fd, _fb, _jf) in zip(ops, rounds[-1]):
             keys = ("numUpdatedRows", "numDeletedRows", "numTargetRowsUpdated", "numTargetRowsInserted",
                     "numAddedFiles", "numRemovedFiles", "numCopiedRows")
             im = {k: m[k] for k in keys if k in m}
