@@ -325,6 +325,7 @@ def _file_per_task_session(spark):
 
     clone = spark._jsparkSession.cloneSession()
     clone.conf().set("spark.sql.files.openCostInBytes", str(1 << 40))
+    clone.conf().unset("spark.sql.files.maxPartitionNum")  # a cap on tasks would pack files again
     return SparkSession(spark.sparkContext, clone)
 
 
