@@ -467,8 +467,14 @@ def _write_by_partition(ctx, target: Target, changes_by_partition, deleted_rows:
     from isolde.executor.writer import write_partition_slices
 
     plan = changes_by_partition()
-    expected = [sum(_live_rows(target, a) - deleted_rows.get(a.path, 0) for a in sl.files) for sl in plan.slices]
-    return write_partition_slices(ctx, plan, expected, target.path, data_change=True, on_submit=on_submit)
+    from isolde.executor.scan import file_local_path
+
+    per_file = {os.path.normpath(file_local_path(target.path, a.path)): _live_rows(target, a) - deleted_rows.get(a.path, 0)
+                for sl in plan.slices for a in sl.files}
+    expected = [sum(per_file[os.path.normpath(file_local_path(target.path, a.path))] for a in sl.files)
+                for sl in plan.slices]
+    return write_partition_slices(ctx, plan, expected, target.path, data_change=True, on_submit=on_submit,
+                                  expected_file_rows=per_file)
 
 
 def _with_dv(add, dv):

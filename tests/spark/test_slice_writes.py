@@ -92,20 +92,66 @@ def test_a_task_map_that_does_not_match_the_rows_is_refused(tmp_path, monkeypatc
     calls = spy_slice_writes(monkeypatch)
     real_tasks = writer.slice_tasks
 
+    maps: list = []  # the shifted maps, as built (an exception here would just refuse the plan)
+
     def shifted(df, slices, table_path):
         layout = real_tasks(df, slices, table_path)
         assert layout is not None
-        order = [i for i, _ in layout]
-        counts = [n for _, n in layout]
-        return list(zip(order[1:] + order[:1], counts))  # rotate the slices against the tasks
+        order = [i for i, _, _ in layout]
+        maps.append([(i, n, path) for i, (_, n, path) in zip(order[1:] + order[:1], layout)])  # rotate the slices
+        return maps[-1]
 
     monkeypatch.setattr(writer, "slice_tasks", shifted)
     res = r.run("UPDATE t SET v = v + 1 WHERE id % 2 = 1")
-    assert calls == [False]
+    assert len(maps) == 1 and calls == [False]
     assert res.metrics["numUpdatedRows"] == 5
     assert r.rows("t") == EXPECTED
     assert read_delta_rows(r.path("t"), ["id", "v", "d"]) == EXPECTED
     # the refused job's files were not left in the table folder
+    _files_on_disk_are_the_logs(r)
+
+
+def test_a_task_map_that_swaps_files_across_partitions_is_refused(tmp_path, monkeypatch):
+    """Partition a holds files of 1 and 3 rows, b of 3 and 1. A map that labels a's files as
+    b's (1 <-> 3, 3 <-> 1) keeps both partitions' totals at 4: only the check per file sees
+    it. Nothing from that job is committed; the result is right."""
+    from isolde.executor.scan import file_local_path
+
+    r = Runner(tmp_path / "wh")
+    make_table(r.path("t"), SCHEMA, [_rows([1], "a") + _rows([2, 3, 4], "b"), _rows([5, 6, 7], "a") + _rows([8], "b")],
+               partition_by=["d"])
+    calls = spy_slice_writes(monkeypatch)
+    real_tasks = writer.slice_tasks
+
+    faked: list = []  # the fake map, as built (an exception here would just refuse the plan)
+
+    def swapped(df, slices, table_path):
+        layout = real_tasks(df, slices, table_path)
+        assert layout is not None and all(path is not None for _, _, path in layout)
+        count = {os.path.normpath(file_local_path(table_path, a.path)): a.num_records for s in slices for a in s.files}
+        slice_of = {path: i for i, _, path in layout}
+        side = {path: slices[i].partition_values["d"] for path, i in slice_of.items()}
+        pair: dict = {}
+        for p in [p for p in slice_of if side[p] == "a"]:
+            q = next(q for q in slice_of if side[q] == "b" and count[q] != count[p] and q not in pair)
+            pair[p], pair[q] = q, p
+        fake = [(slice_of[pair[path]], n, pair[path]) for _, n, path in layout]
+        totals: dict = {}
+        labelled: dict = {}
+        for (i, _, path), (j, _, _) in zip(layout, fake):
+            totals[i] = totals.get(i, 0) + count[path]
+            labelled[j] = labelled.get(j, 0) + count[path]  # the task read `path`, labelled slice j
+        assert labelled == totals  # each partition's total still agrees
+        faked.append(fake)
+        return fake
+
+    monkeypatch.setattr(writer, "slice_tasks", swapped)
+    r.run("UPDATE t SET v = v + 1 WHERE id % 2 = 1 OR id = 8")  # touches all four files
+    assert len(faked) == 1 and calls == [False]
+    want = sorted((i, i * 10 + (i % 2 or i == 8), d) for d, ids in (("a", [1, 5, 6, 7]), ("b", [2, 3, 4, 8]))
+                  for i in ids)
+    assert r.rows("t") == want
+    assert read_delta_rows(r.path("t"), ["id", "v", "d"]) == want
     _files_on_disk_are_the_logs(r)
 
 
@@ -122,10 +168,14 @@ def test_plans_that_move_rows_between_tasks_are_refused(tmp_path, monkeypatch, r
     plan = df._jdf.queryExecution().executedPlan().toString()
     assert plan.count("FileScan") == (1 if read == "one scan" else 3)
     layout = writer.slice_tasks(df.select("id", "v"), slices, target.path)
-    assert layout is not None and sorted({i for i, _ in layout}) == [0, 1, 2]
-    assert all(n >= 1 for _, n in layout)
-    if read == "one scan":  # a task per file
-        assert len(layout) == len(files) and all(n == 1 for _, n in layout)
+    assert layout is not None and sorted({i for i, _, _ in layout}) == [0, 1, 2]
+    assert all(n >= 1 for _, n, _ in layout)
+    if read == "one scan":  # a task per file, named
+        local = {os.path.normpath(p) for s in slices for p in s.local_paths(target.path)}
+        assert len(layout) == len(files) and all(n == 1 for _, n, _ in layout)
+        assert {path for _, _, path in layout} == local
+    else:
+        assert all(path is None for _, _, path in layout)
     # the rows of each slice, read back, hold its partition's value and only its rows
     assert sorted(tuple(x) for x in df.select("id", "d").collect()) == sorted((i, d) for i, _, d in _ROWS)
     # a shuffle, a coalesce across partitions, a sort: rows leave their task's partition
