@@ -318,15 +318,19 @@ def partition_dir(spark, parts: list, values: dict) -> str:
     return "/".join(utils.getPartitionPathString(p, _partition_value(values, p)) for p in parts)
 
 
-def _file_per_task_session(spark):
-    """A clone of ``spark`` (same settings, so the same Parquet reader) in which no scan split
-    packs two files: a file relation plans its splits with the conf of the session that read it."""
-    from pyspark.sql import SparkSession
-
+def _read_file_per_task(spark, schema: T.StructType, base_path: str, paths: list) -> DataFrame:
+    """``spark.read.schema(schema).option("basePath", ...).parquet(*paths)`` through a clone of
+    ``spark`` (same settings, so the same Parquet reader) in which no split packs two files,
+    handed back as a DataFrame of ``spark``: a file relation plans its splits with the conf of
+    the session that read it, so nothing changes for other queries. JVM objects only: a Python
+    SparkSession over the clone could become PySpark's default session."""
     clone = spark._jsparkSession.cloneSession()
     clone.conf().set("spark.sql.files.openCostInBytes", str(1 << 40))
     clone.conf().unset("spark.sql.files.maxPartitionNum")  # a cap on tasks would pack files again
-    return SparkSession(spark.sparkContext, clone)
+    jvm = spark._jvm
+    reader = clone.read().schema(spark._jsparkSession.parseDataType(schema.json())).option("basePath", base_path)
+    read = reader.parquet(jvm.PythonUtils.toSeq(list(paths)))
+    return DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, read.logicalPlan()), spark)
 
 
 def scan_file_per_task(ctx, snapshot, table_path: str, slices: Sequence) -> Optional[DataFrame]:
@@ -357,11 +361,7 @@ def scan_file_per_task(ctx, snapshot, table_path: str, slices: Sequence) -> Opti
     read = T.StructType([f for f in struct.fields if f.name.lower() not in part_lower]
                         + [T.StructField(p, T.StringType(), True) for p in parts])
     try:
-        df = (_file_per_task_session(spark).read.schema(read).option("basePath", root)
-              .parquet(*map(_exact, local)))
-        # the same plan as a DataFrame of the caller's session (its relation keeps the clone)
-        df = DataFrame(spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(
-            spark._jsparkSession, df._jdf.logicalPlan()), spark)
+        df = _read_file_per_task(spark, read, root, [_exact(p) for p in local])
     except Exception:  # not classic Spark, or a layout Spark's partition discovery refuses
         return None
     return df.selectExpr(*[f"{_partition_sql(_quote(part_lower[f.name.lower()]), f.dataType)} AS {_quote(f.name)}"

@@ -253,6 +253,11 @@ def test_one_scan_reads_typed_and_null_partition_values_from_folders(tmp_path, m
     reads, calls = _spy_one_scan(monkeypatch), spy_slice_writes(monkeypatch)
     r.run("UPDATE t SET v = v + 100 + n WHERE day = DATE'2024-02-29' OR n IS NULL OR id = 2")
     assert reads == [True] and calls == [True]
+    # the scan's own split setting stayed in its clone of the session
+    from pyspark.sql import SparkSession
+
+    for spark in (r.session.spark, SparkSession.builder.getOrCreate()):
+        assert spark.conf.get("spark.sql.files.openCostInBytes") != str(1 << 40)
 
     def new_v(x):
         hit = x["day"] == days[1] or x["n"] is None or x["id"] == 2
