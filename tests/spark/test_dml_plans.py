@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from test_dml_helpers import Runner, make_table, spy_slice_writes  # noqa: E402
 
 from isolde.executor import dml, writer  # noqa: E402
+from isolde.executor import scan as scan_module  # noqa: E402
 from isolde.executor.jobs import merge  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -83,6 +84,8 @@ PLANS = {
     "shuffled_source": {"broadcast_rows": -1},
     # MERGE's new rows written after the one-job rewrite, not beside it
     "inserts_after": {"inserts_beside": False},
+    # the one-job rewrite reads a union of one scan per partition, not one scan with a task per file
+    "union_of_scans": {"one_scan_max_files": 0},
 }
 
 
@@ -94,6 +97,11 @@ def _replay(tmp_path, monkeypatch, plan):
         monkeypatch.setattr(merge, "BROADCAST_ROWS", cfg["broadcast_rows"])
     monkeypatch.setattr(dml, "SLICE_WRITES", cfg.get("slice_writes", True))
     monkeypatch.setattr(dml, "INSERTS_BESIDE", cfg.get("inserts_beside", True))
+    monkeypatch.setattr(scan_module, "ONE_SCAN_MAX_FILES", cfg.get("one_scan_max_files", 64))
+    one_scans = []  # per one-job read: one scan (True) or refused (False)
+    real_one_scan = scan_module.scan_file_per_task
+    monkeypatch.setattr(scan_module, "scan_file_per_task",
+                        lambda *a, **k: (lambda df: one_scans.append(df is not None) or df)(real_one_scan(*a, **k)))
     slice_writes = spy_slice_writes(monkeypatch)  # per one-job write: wrote, or handed back
     beside_writes = []
     real_beside = writer.BackgroundWrite
@@ -140,7 +148,8 @@ def _replay(tmp_path, monkeypatch, plan):
             stats = [json.loads(a.stats) for a in r.log("p").update().all_files if a.partition_values["d"] == "b"]
             b_files = sorted((st["numRecords"], st["minValues"]["id"], st["maxValues"]["id"]) for st in stats)
     full_outer = sum("FULL OUTER JOIN" in q for q in queries)
-    return r.rows("p"), counts, grouped_writes, full_outer, b_files, split_sources, slice_writes, len(beside_writes)
+    return (r.rows("p"), counts, grouped_writes, full_outer, b_files, split_sources, slice_writes, len(beside_writes),
+            one_scans)
 
 
 @pytest.fixture(scope="module")
@@ -156,9 +165,9 @@ def default_plan(tmp_path_factory):
 def test_every_plan_gives_the_same_table(tmp_path, monkeypatch, plan, default_plan):
     default_counts = default_plan[1]
     if plan == "default":
-        rows, counts, grouped_writes, full_outer, b_files, split_sources, slice_writes, beside = default_plan
+        rows, counts, grouped_writes, full_outer, b_files, split_sources, slice_writes, beside, one_scans = default_plan
     else:
-        rows, counts, grouped_writes, full_outer, b_files, split_sources, slice_writes, beside = _replay(
+        rows, counts, grouped_writes, full_outer, b_files, split_sources, slice_writes, beside, one_scans = _replay(
             tmp_path, monkeypatch, plan)
     assert rows == FINAL
     assert counts == default_counts
@@ -175,10 +184,14 @@ def test_every_plan_gives_the_same_table(tmp_path, monkeypatch, plan, default_pl
         # DELETE): every one-job write wrote, none handed back to another plan
         assert len(slice_writes) == (2 if "broadcast_rows" in PLANS[plan] else 5), slice_writes
         assert all(slice_writes), slice_writes
+        # ... those over several partitions (u1, unless its source is shuffled, and the UPDATE)
+        # reading their files as one scan unless the union is forced
+        several = 1 if "broadcast_rows" in PLANS[plan] else 2
+        assert one_scans == ([] if plan == "union_of_scans" else [True] * several), one_scans
     else:
         assert slice_writes == []
     # u1's and u3's new rows were written beside their one-job rewrite
-    assert beside == (2 if plan in ("default", "inserts_after") and PLANS[plan].get("inserts_beside", True) else 0)
+    assert beside == (2 if plan in ("default", "union_of_scans") else 0)
     assert bool(split_sources) == ("split_source_rows" in PLANS[plan])
     if "broadcast_rows" in PLANS[plan]:
         assert full_outer >= 1  # u1 touches every candidate file: one full outer join

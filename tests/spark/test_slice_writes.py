@@ -269,6 +269,33 @@ def test_one_scan_reads_typed_and_null_partition_values_from_folders(tmp_path, m
     _files_on_disk_are_the_logs(r)
 
 
+def test_one_scan_and_the_union_agree_on_typed_and_escaped_partitions(tmp_path, monkeypatch):
+    """A table isolde wrote (so its folders carry Spark's escaping) partitioned by a string
+    needing escapes, a boolean, a decimal and a timestamp: the same UPDATE and MERGE through
+    the one scan and through the union of scans give the same table, which delta-rs reads."""
+    names = ["a b", "50%", "x=y/z", "\u00e9t\u00e9", None]
+    values = ", ".join(f"({i}, {i * 10}, {'NULL' if n is None else repr(n)}, {str(i % 2 == 0).upper()}, "
+                       f"{i % 3}.25, TIMESTAMP'2024-03-0{1 + i % 2} 10:30:00')" for i, n in enumerate(names * 2))
+    tables = {}
+    for read in ("one scan", "union"):
+        monkeypatch.setattr(scan_module, "ONE_SCAN_MAX_FILES", 64 if read == "one scan" else 0)
+        r = Runner(tmp_path / read.replace(" ", "_"))
+        r.run("CREATE TABLE t (id BIGINT, v BIGINT, s STRING, flag BOOLEAN, amt DECIMAL(10,2), ts TIMESTAMP) "
+              "PARTITIONED BY (s, flag, amt, ts) TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')")
+        r.run(f"INSERT INTO t VALUES {values}")
+        reads = _spy_one_scan(monkeypatch)
+        r.run("UPDATE t SET v = v + 1 WHERE flag OR amt > 1 OR s IS NULL OR ts > TIMESTAMP'2024-03-01 12:00:00'")
+        r.run("MERGE INTO t USING (SELECT id, s, ts, -id AS v FROM t WHERE id % 3 = 0) src "
+              "ON src.id = t.id AND src.s <=> t.s AND src.ts = t.ts WHEN MATCHED THEN UPDATE SET v = src.v")
+        assert reads == ([True, True] if read == "one scan" else [])
+        tables[read] = r.rows("t")
+        by_delta_rs = [row[:5] + (row[5].replace(tzinfo=None),)  # delta-rs says UTC; Spark's session is UTC
+                       for row in read_delta_rows(r.path("t"), ["id", "v", "s", "flag", "amt", "ts"])]
+        assert by_delta_rs == tables[read]
+    assert tables["one scan"] == tables["union"]
+    assert len(tables["union"]) == 10 and {row[0]: row[1] for row in tables["union"]}[3] == -3
+
+
 def test_a_file_outside_its_partition_folder_is_read_by_a_union(tmp_path, monkeypatch):
     """Delta does not tie a file's folder to its partition values (the log holds them): a file
     whose folder does not name them sends the rewrite to the union of per-partition scans."""
