@@ -32,6 +32,14 @@ pytestmark = pytest.mark.spark
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64()), ("s", pa.string()), ("d", pa.string())])
 
 
+@pytest.fixture(autouse=True)
+def _a_task_per_file_whatever_the_cores(monkeypatch):
+    """The one scan is chosen when a task per file makes no more tasks than a union would
+    (``scan._few_tasks_per_file``, tested on its own): with one core these tables would take
+    the union; these tests are about the reads themselves."""
+    monkeypatch.setattr(scan_module, "_few_tasks_per_file", lambda spark, files, partitions: True)
+
+
 def _row(i, v=None, s=None, d=None):
     return {"id": i, "v": i * 10 if v is None else v, "s": s or f"r{i}", "d": d or "abc"[i % 3]}
 

@@ -30,6 +30,17 @@ pytestmark = pytest.mark.spark
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64()), ("d", pa.string())])
 
 
+_CHOICE = scan_module._few_tasks_per_file
+
+
+@pytest.fixture(autouse=True)
+def _a_task_per_file_whatever_the_cores(monkeypatch):
+    """The one scan is chosen when a task per file makes no more tasks than a union would
+    (``scan._few_tasks_per_file``, tested on its own): with one core these tables would take
+    the union; these tests are about the reads themselves."""
+    monkeypatch.setattr(scan_module, "_few_tasks_per_file", lambda spark, files, partitions: True)
+
+
 def _rows(ids, d):
     return [{"id": i, "v": i * 10, "d": d} for i in ids]
 
@@ -294,6 +305,29 @@ def test_one_scan_and_the_union_agree_on_typed_and_escaped_partitions(tmp_path, 
         assert by_delta_rs == tables[read]
     assert tables["one scan"] == tables["union"]
     assert len(tables["union"]) == 10 and {row[0]: row[1] for row in tables["union"]}[3] == -3
+
+
+def test_a_task_per_file_only_when_it_makes_no_more_tasks_than_the_union():
+    """The choice itself, over fake sessions and files (no Spark): files are counted in
+    splits of spark.sql.files.maxPartitionBytes, against partitions x cores."""
+    from types import SimpleNamespace as NS
+
+    _few_tasks_per_file = _CHOICE  # the real one, not the fixture's
+
+    def session(cores, split_mb=128):
+        conf = NS(filesMaxPartitionBytes=lambda: split_mb << 20)
+        return NS(_jsparkSession=NS(sessionState=lambda: NS(conf=lambda: conf)),
+                  sparkContext=NS(defaultParallelism=cores))
+
+    def files(*mb):
+        return [NS(size=None if m is None else int(m * (1 << 20))) for m in mb]
+
+    assert _few_tasks_per_file(session(2), files(*[50] * 10), 10)  # the benchmark: 10 tasks <= 20
+    assert not _few_tasks_per_file(session(2), files(*[1] * 40), 4)  # 40 small files: 40 > 8
+    assert _few_tasks_per_file(session(8), files(*[1] * 24), 4)  # more cores: 24 <= 32
+    assert not _few_tasks_per_file(session(1), files(300, 300), 2)  # 3 splits each: 6 > 2
+    assert _few_tasks_per_file(session(4), files(300, 300), 2)  # 6 <= 8
+    assert _few_tasks_per_file(session(2), files(0, None), 2)  # empty or unknown size: one task
 
 
 def test_a_file_outside_its_partition_folder_is_read_by_a_union(tmp_path, monkeypatch):
