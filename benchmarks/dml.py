@@ -94,13 +94,12 @@ def jvm_peak_mb(spark) -> float:
     return float("nan")
 
 
-def floor_rewrite(spark, table_path: str, removes: list, keep_sql: str, scratch: str,
-                  balanced: bool = False) -> float:
-    """Plain Spark: read the files isolde rewrote, filter, write Parquet.
+def _timed_plain_write(spark, table_path: str, removes: list, scratch: str, balanced: bool, rows_of) -> float:
+    """Seconds to build ``rows_of(paths)`` over the files isolde rewrote and write it as Parquet.
 
     Spark's default split packing puts two 50 MB files in one task, so 10 files make 5 tasks
     and the last wave runs on one core; ``balanced`` sizes the splits so every core gets the
-    same share (4 splits per core) -- the better of the two is the floor reported.
+    same share (4 splits per core).
     """
     from urllib.parse import unquote
 
@@ -116,11 +115,19 @@ def floor_rewrite(spark, table_path: str, removes: list, keep_sql: str, scratch:
         spark.conf.set(key, str(min(max(split, 4 << 20), 128 << 20)))
     try:
         t = time.perf_counter()
-        spark.read.parquet(*paths).filter(keep_sql).write.parquet(out)
+        rows_of(paths).write.parquet(out)
         return time.perf_counter() - t
     finally:
         spark.conf.set(key, old)
         shutil.rmtree(out, ignore_errors=True)
+
+
+def floor_rewrite(spark, table_path: str, removes: list, keep_sql: str, scratch: str,
+                  balanced: bool = False) -> float:
+    """Plain Spark: read the files isolde rewrote, filter, write Parquet (default or balanced
+    splits; the better of the two is the floor reported)."""
+    return _timed_plain_write(spark, table_path, removes, scratch, balanced,
+                              lambda paths: spark.read.parquet(*paths).filter(keep_sql))
 
 
 def join_floor_rewrite(spark, table_path: str, removes: list, source_view: str, key: str, scratch: str) -> float:
@@ -128,30 +135,16 @@ def join_floor_rewrite(spark, table_path: str, removes: list, source_view: str, 
     (broadcast) on ``key``, take the source's values where a row matched, write Parquet; splits
     balanced over the cores. No finding of files, no inserts, no checks: what any copy-on-write
     MERGE on this engine costs at least."""
-    from urllib.parse import unquote
-
     from pyspark.sql import functions as F
 
-    if not removes:
-        return 0.0
-    paths = [os.path.join(table_path, unquote(r["path"])) for r in removes]
-    out = os.path.join(scratch, f"join-floor-{time.time_ns()}")
-    conf = "spark.sql.files.maxPartitionBytes"
-    old = spark.conf.get(conf)
-    total = sum(os.path.getsize(p) for p in paths)
-    spark.conf.set(conf, str(min(max(total // (4 * spark.sparkContext.defaultParallelism), 4 << 20), 128 << 20)))
-    try:
-        t0 = time.perf_counter()
+    def rows_of(paths):
         target = spark.read.parquet(*paths).alias("t")
         source = F.broadcast(spark.table(source_view)).alias("s")
         hit = F.col(f"s.{key}").isNotNull()
-        rows = target.join(source, F.col(f"t.{key}") == F.col(f"s.{key}"), "left").select(
+        return target.join(source, F.col(f"t.{key}") == F.col(f"s.{key}"), "left").select(
             *[F.when(hit, F.col(f"s.{c}")).otherwise(F.col(f"t.{c}")).alias(c) for c in target.columns])
-        rows.write.parquet(out)
-        return time.perf_counter() - t0
-    finally:
-        spark.conf.set(conf, old)
-        shutil.rmtree(out, ignore_errors=True)
+
+    return _timed_plain_write(spark, table_path, removes, scratch, True, rows_of)
 
 
 def main(argv=None) -> int:

@@ -183,21 +183,27 @@ class Runner:
         return DeltaLog.for_table(self.path(name))
 
 
+def spy_outcomes(monkeypatch, module, name: str) -> list:
+    """Replace ``module.name`` by a spy recording, per call, whether it returned something
+    (True) or None (False: it refused and handed the work back)."""
+    calls: list = []
+    real = getattr(module, name)
+
+    def spy(*a, **k):
+        out = real(*a, **k)
+        calls.append(out is not None)
+        return out
+
+    monkeypatch.setattr(module, name, spy)
+    return calls
+
+
 def spy_slice_writes(monkeypatch) -> list:
     """Record every one-job partition rewrite (``writer.write_partition_slices``): True when it
     wrote, False when it handed the rewrite back to another plan."""
     from isolde.executor import writer
 
-    calls: list = []
-    real = writer.write_partition_slices
-
-    def spy(*a, **k):
-        written = real(*a, **k)
-        calls.append(written is not None)
-        return written
-
-    monkeypatch.setattr(writer, "write_partition_slices", spy)
-    return calls
+    return spy_outcomes(monkeypatch, writer, "write_partition_slices")
 
 
 def _sort_key(row):

@@ -21,7 +21,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from test_dml_helpers import Runner, make_table, spy_slice_writes  # noqa: E402
+from test_dml_helpers import Runner, make_table, spy_outcomes, spy_slice_writes  # noqa: E402
 
 from isolde.executor import dml, writer  # noqa: E402
 from isolde.executor import scan as scan_module  # noqa: E402
@@ -106,10 +106,7 @@ def _replay(tmp_path, monkeypatch, plan):
     monkeypatch.setattr(dml, "SLICE_WRITES", cfg.get("slice_writes", True))
     monkeypatch.setattr(dml, "INSERTS_BESIDE", cfg.get("inserts_beside", True))
     monkeypatch.setattr(scan_module, "ONE_SCAN_MAX_FILES", cfg.get("one_scan_max_files", 64))
-    one_scans = []  # per one-job read: one scan (True) or refused (False)
-    real_one_scan = scan_module.scan_file_per_task
-    monkeypatch.setattr(scan_module, "scan_file_per_task",
-                        lambda *a, **k: (lambda df: one_scans.append(df is not None) or df)(real_one_scan(*a, **k)))
+    one_scans = spy_outcomes(monkeypatch, scan_module, "scan_file_per_task")  # one scan, or refused
     slice_writes = spy_slice_writes(monkeypatch)  # per one-job write: wrote, or handed back
     beside_writes = []
     real_beside = writer.BackgroundWrite

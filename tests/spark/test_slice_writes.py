@@ -17,7 +17,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 from oracle_helpers import read_delta_rows  # noqa: E402
-from test_dml_helpers import Runner, make_table, spy_slice_writes  # noqa: E402
+from test_dml_helpers import Runner, make_table, spy_outcomes, spy_slice_writes  # noqa: E402
 
 from isolde.executor import dml, writer  # noqa: E402
 from isolde.executor import scan as scan_module  # noqa: E402
@@ -239,16 +239,7 @@ def test_null_and_escaped_partition_values(tmp_path, monkeypatch):
 
 def _spy_one_scan(monkeypatch) -> list:
     """Record whether each ``scan_file_per_task`` read its files as one scan (False: refused)."""
-    calls: list = []
-    real = scan_module.scan_file_per_task
-
-    def spy(*a, **k):
-        df = real(*a, **k)
-        calls.append(df is not None)
-        return df
-
-    monkeypatch.setattr(scan_module, "scan_file_per_task", spy)
-    return calls
+    return spy_outcomes(monkeypatch, scan_module, "scan_file_per_task")
 
 
 def test_one_scan_reads_typed_and_null_partition_values_from_folders(tmp_path, monkeypatch):
