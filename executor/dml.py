@@ -464,15 +464,13 @@ def plan_slice_write(ctx, target: Target, changes: DataFrame, slices, metadata=N
 def _write_by_partition(ctx, target: Target, changes_by_partition, deleted_rows: dict, on_submit=None):
     """The surviving rows of the touched files in one job, a folder per partition (see
     ``write_partition_slices``); None when that could not be done safely (nothing written)."""
+    from isolde.executor.scan import file_local_path
     from isolde.executor.writer import write_partition_slices
 
     plan = changes_by_partition()
-    from isolde.executor.scan import file_local_path
-
-    per_file = {os.path.normpath(file_local_path(target.path, a.path)): _live_rows(target, a) - deleted_rows.get(a.path, 0)
-                for sl in plan.slices for a in sl.files}
-    expected = [sum(per_file[os.path.normpath(file_local_path(target.path, a.path))] for a in sl.files)
-                for sl in plan.slices]
+    rows = {a.path: _live_rows(target, a) - deleted_rows.get(a.path, 0) for sl in plan.slices for a in sl.files}
+    expected = [sum(rows[a.path] for a in sl.files) for sl in plan.slices]
+    per_file = {os.path.normpath(file_local_path(target.path, path)): n for path, n in rows.items()}
     return write_partition_slices(ctx, plan, expected, target.path, data_change=True, on_submit=on_submit,
                                   expected_file_rows=per_file)
 
