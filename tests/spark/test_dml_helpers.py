@@ -206,6 +206,52 @@ def spy_slice_writes(monkeypatch) -> list:
     return spy_outcomes(monkeypatch, writer, "write_partition_slices")
 
 
+# --------------------------------------------------------------------------- physical plans
+
+# The executor picks a plan by size; small test tables never cross the thresholds, so tests
+# force each plan through them. Every plan must give the same table and row counts.
+PLANS = {
+    # rows that stay in their partition: one job writes every touched partition's folder
+    "default": {},
+    # one partitionBy write of all touched files (rows found by their file path)
+    "single_write": {"slice_writes": False},
+    # a job per touched partition
+    "per_partition_writes": {"group_min_bytes": 0, "slice_writes": False},
+    # ... and each partition's join gets only the source rows that matched that partition
+    "per_partition_sources": {"group_min_bytes": 0, "split_source_rows": 0, "slice_writes": False},
+    "shuffled_source": {"broadcast_rows": -1},
+    # MERGE's new rows written after the one-job rewrite, not beside it
+    "inserts_after": {"inserts_beside": False},
+    # the one-job rewrite reads a union of one scan per partition, not one scan with a task per file
+    "union_of_scans": {"one_scan_max_files": 0},
+}
+
+
+def always_one_scan(monkeypatch) -> None:
+    """The one scan is chosen when a task per file makes no more tasks than a union would
+    (``scan._few_tasks_per_file``, tested on its own): with one core small tables would take
+    the union; tests about the reads themselves want the one scan wherever it applies."""
+    from isolde.executor import scan
+
+    monkeypatch.setattr(scan, "_few_tasks_per_file", lambda spark, files, partitions: True)
+
+
+def force_plan(monkeypatch, plan: str) -> None:
+    """Set the thresholds so that ``plan`` (a key of PLANS) is the one taken."""
+    from isolde.executor import dml, scan
+    from isolde.executor.jobs import merge
+
+    cfg = PLANS[plan]
+    if "group_min_bytes" in cfg:
+        monkeypatch.setattr(dml, "GROUP_MIN_BYTES", cfg["group_min_bytes"])
+    if "broadcast_rows" in cfg:
+        monkeypatch.setattr(merge, "BROADCAST_ROWS", cfg["broadcast_rows"])
+    monkeypatch.setattr(dml, "SLICE_WRITES", cfg.get("slice_writes", True))
+    monkeypatch.setattr(dml, "INSERTS_BESIDE", cfg.get("inserts_beside", True))
+    monkeypatch.setattr(scan, "ONE_SCAN_MAX_FILES", cfg.get("one_scan_max_files", 64))
+    monkeypatch.setattr(merge, "SPLIT_SOURCE_ROWS", cfg.get("split_source_rows", 1 << 60))
+
+
 def _sort_key(row):
     return tuple((v is None, str(type(v)), v if v is not None else 0) for v in row)
 

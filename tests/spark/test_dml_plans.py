@@ -21,7 +21,8 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from test_dml_helpers import Runner, make_table, spy_outcomes, spy_slice_writes  # noqa: E402
+from test_dml_helpers import (PLANS, Runner, always_one_scan, force_plan, make_table,  # noqa: E402
+                              spy_outcomes, spy_slice_writes)
 
 from isolde.executor import dml, writer  # noqa: E402
 from isolde.executor import scan as scan_module  # noqa: E402
@@ -34,10 +35,7 @@ SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64()), ("s", pa.string()), (
 
 @pytest.fixture(autouse=True)
 def _a_task_per_file_whatever_the_cores(monkeypatch):
-    """The one scan is chosen when a task per file makes no more tasks than a union would
-    (``scan._few_tasks_per_file``, tested on its own): with one core these tables would take
-    the union; these tests are about the reads themselves."""
-    monkeypatch.setattr(scan_module, "_few_tasks_per_file", lambda spark, files, partitions: True)
+    always_one_scan(monkeypatch)
 
 
 def _row(i, v=None, s=None, d=None):
@@ -80,38 +78,15 @@ FINAL = [(1, 1002, "u", "b"), (2, 32, "r2", "c"), (3, 30, "r3", "a"), (4, 1005, 
 COUNTS = ("numUpdatedRows", "numDeletedRows", "numTargetRowsUpdated", "numTargetRowsDeleted",
           "numTargetRowsInserted")
 
-PLANS = {
-    # rows that stay in their partition: one job writes every touched partition's folder
-    "default": {},
-    # one partitionBy write of all touched files (rows found by their file path)
-    "single_write": {"slice_writes": False},
-    # a job per touched partition
-    "per_partition_writes": {"group_min_bytes": 0, "slice_writes": False},
-    # ... and each partition's join gets only the source rows that matched that partition
-    "per_partition_sources": {"group_min_bytes": 0, "split_source_rows": 0, "slice_writes": False},
-    "shuffled_source": {"broadcast_rows": -1},
-    # MERGE's new rows written after the one-job rewrite, not beside it
-    "inserts_after": {"inserts_beside": False},
-    # the one-job rewrite reads a union of one scan per partition, not one scan with a task per file
-    "union_of_scans": {"one_scan_max_files": 0},
-}
 
 
 def _replay(tmp_path, monkeypatch, plan):
-    cfg = PLANS[plan]
-    if "group_min_bytes" in cfg:
-        monkeypatch.setattr(dml, "GROUP_MIN_BYTES", cfg["group_min_bytes"])
-    if "broadcast_rows" in cfg:
-        monkeypatch.setattr(merge, "BROADCAST_ROWS", cfg["broadcast_rows"])
-    monkeypatch.setattr(dml, "SLICE_WRITES", cfg.get("slice_writes", True))
-    monkeypatch.setattr(dml, "INSERTS_BESIDE", cfg.get("inserts_beside", True))
-    monkeypatch.setattr(scan_module, "ONE_SCAN_MAX_FILES", cfg.get("one_scan_max_files", 64))
+    force_plan(monkeypatch, plan)
     one_scans = spy_outcomes(monkeypatch, scan_module, "scan_file_per_task")  # one scan, or refused
     slice_writes = spy_slice_writes(monkeypatch)  # per one-job write: wrote, or handed back
     beside_writes = []
     real_beside = writer.BackgroundWrite
     monkeypatch.setattr(writer, "BackgroundWrite", lambda *a, **k: beside_writes.append(1) or real_beside(*a, **k))
-    monkeypatch.setattr(merge, "SPLIT_SOURCE_ROWS", cfg.get("split_source_rows", 1 << 60))
     split_sources = []
     real_split = merge._source_per_partition
 
