@@ -28,3 +28,18 @@ def test_unknown_profile_is_refused(monkeypatch):
     monkeypatch.setenv("ISOLDE_JVM", "turbo")
     with pytest.raises(ValueError, match="ISOLDE_JVM must be one of startup, throughput, not 'turbo'"):
         spark.default_conf()
+
+
+@pytest.mark.parametrize("physical_gib, expected", [
+    (2, "1024m"),   # a quarter would be 512 MiB: Spark's own default of 1 GiB is the floor
+    (23, "5888m"),  # this project's machines
+    (64, "8192m"),  # capped: a bigger heap only makes full collections longer
+])
+def test_heap_is_a_quarter_of_memory_within_bounds(monkeypatch, physical_gib, expected):
+    monkeypatch.delenv("ISOLDE_DRIVER_MEMORY", raising=False)
+    assert spark.driver_memory(physical_gib << 30) == expected
+
+
+def test_heap_setting_from_the_environment_wins(monkeypatch):
+    monkeypatch.setenv("ISOLDE_DRIVER_MEMORY", "3g")
+    assert spark.driver_memory(64 << 30) == "3g"

@@ -16,6 +16,21 @@ from isolde.grammar import ast
 pytestmark = pytest.mark.spark
 
 
+def test_embedded_jvm_heap_is_sized_to_the_machine(spark):
+    """The session the tests share was started by get_spark: its heap is driver_memory()'s
+    (Spark's default is 1 GiB), unless the environment chose one."""
+    import os
+
+    from isolde.executor.spark import driver_memory
+
+    configured = spark.sparkContext.getConf().get("spark.driver.memory")
+    if os.environ.get("SPARK_DRIVER_MEMORY"):
+        pytest.skip("SPARK_DRIVER_MEMORY is set in this environment: it decides the heap, not isolde")
+    assert configured == driver_memory()
+    max_mb = spark._jvm.java.lang.Runtime.getRuntime().maxMemory() >> 20
+    assert max_mb >= 0.85 * int(configured[:-1]) * (1024 if configured.endswith("g") else 1)
+
+
 def test_background_start_and_ready(spark, tmp_path):
     s = isolde.connect(warehouse=str(tmp_path / "w"))
     s.start()  # returns at once; the process's SparkSession is already up here
