@@ -79,7 +79,6 @@ COUNTS = ("numUpdatedRows", "numDeletedRows", "numTargetRowsUpdated", "numTarget
           "numTargetRowsInserted")
 
 
-
 def _replay(tmp_path, monkeypatch, plan):
     force_plan(monkeypatch, plan)
     one_scans = spy_outcomes(monkeypatch, scan_module, "scan_file_per_task")  # one scan, or refused

@@ -17,7 +17,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 from oracle_helpers import read_delta_rows  # noqa: E402
-from test_dml_helpers import Runner, make_table, spy_outcomes, spy_slice_writes  # noqa: E402
+from test_dml_helpers import Runner, always_one_scan, make_table, spy_outcomes, spy_slice_writes  # noqa: E402
 
 from isolde.executor import dml, writer  # noqa: E402
 from isolde.executor import scan as scan_module  # noqa: E402
@@ -35,10 +35,7 @@ _CHOICE = scan_module._few_tasks_per_file
 
 @pytest.fixture(autouse=True)
 def _a_task_per_file_whatever_the_cores(monkeypatch):
-    """The one scan is chosen when a task per file makes no more tasks than a union would
-    (``scan._few_tasks_per_file``, tested on its own): with one core these tables would take
-    the union; these tests are about the reads themselves."""
-    monkeypatch.setattr(scan_module, "_few_tasks_per_file", lambda spark, files, partitions: True)
+    always_one_scan(monkeypatch)
 
 
 def _rows(ids, d):
