@@ -233,7 +233,7 @@ def test_statements_match_the_model(tmp_path, monkeypatch, plan, seed):
     rng = chain["rng"]
     r = Runner(tmp_path / "wh")
     parts = ("p",) if chain["partitioned"] else ()
-    make_table(r.path("t"), SCHEMA, [[r._asdict() for r in f] for f in chain["files"]], partition_by=parts,
+    make_table(r.path("t"), SCHEMA, [[row._asdict() for row in f] for f in chain["files"]], partition_by=parts,
                properties={"delta.enableDeletionVectors": str(chain["dvs"]).lower()})
     table = [row for f in chain["files"] for row in f]
     story = [f"partitioned={chain['partitioned']} dvs={chain['dvs']} rows={table}"]
