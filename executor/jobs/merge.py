@@ -328,6 +328,12 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     def target_view(file_list, hint, ids=True):
         return views.add(dml.scan_rows(ctx, target, file_list, ids), hint)
 
+    value_cols = [f"({sql}) AS __isolde_v_{i}_{j}"
+                  for i, pairs in update_values.items() for j, (_, sql) in enumerate(pairs)]
+    # every touched file takes a deletion vector (dml.choose_mode): only the changed rows are
+    # needed, and pass 1 can keep them (one scan of the target, not two)
+    single_pass = target.deletion_vectors
+
     # join strategy: the source is usually the small side. Broadcast it when small, else hash it
     # (a shuffled hash join never sorts the target side); FULL OUTER cannot broadcast.
     broadcast = n_source <= BROADCAST_ROWS
@@ -369,14 +375,32 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
         mv = (f"CASE WHEN {sa}.{SRC_FLAG} IS NULL THEN {moved_case(by_source)} "
               f"ELSE {moved_case(matched)} END") if moved_sql else "false"
         tv_all = target_view(files, "target")
-        pairs_df = spark.sql(
-            f"SELECT {hint} {ta}.{FILE_COL} AS f, {ta}.{ROW_COL} AS r, {sa}.{SID} AS sid, "
-            f"CASE WHEN {sa}.{SRC_FLAG} IS NULL THEN {bs_case} ELSE {matched_case} END AS cl, "
-            f"coalesce({mv}, true) AS mv "
-            f"FROM {tv_all} AS {ta} {join} {src_view} AS {sa} ON ({on})")
-        if by_source:
-            pairs_df = pairs_df.filter("sid IS NOT NULL OR cl >= 0")
-        if summary.unique_keys:
+        clause_sql = f"CASE WHEN {sa}.{SRC_FLAG} IS NULL THEN {bs_case} ELSE {matched_case} END"
+        if single_pass:
+            # the pairs with the target row and the acting clause's new values, materialised: the
+            # deletion vectors and the updated rows come from here, with no second scan
+            pass1_rows = spark.sql(
+                f"SELECT {hint} {', '.join([f'{ta}.*', f'{sa}.{SID} AS sid', f'{clause_sql} AS {CLAUSE}'] + value_cols)} "
+                f"FROM {tv_all} AS {ta} {join} {src_view} AS {sa} ON ({on})")
+            if by_source:
+                pass1_rows = pass1_rows.filter(f"sid IS NOT NULL OR {CLAUSE} >= 0")
+            pass1_rows = views.checkpoint(pass1_rows)
+            pairs_df = pass1_rows.select(F.col(FILE_COL).alias("f"), F.col(ROW_COL).alias("r"), "sid",
+                                         F.col(CLAUSE).alias("cl"), F.lit(False).alias("mv"))
+        else:
+            pairs_df = spark.sql(
+                f"SELECT {hint} {ta}.{FILE_COL} AS f, {ta}.{ROW_COL} AS r, {sa}.{SID} AS sid, "
+                f"{clause_sql} AS cl, coalesce({mv}, true) AS mv "
+                f"FROM {tv_all} AS {ta} {join} {src_view} AS {sa} ON ({on})")
+            if by_source:
+                pairs_df = pairs_df.filter("sid IS NOT NULL OR cl >= 0")
+        per_pair = ("SELECT f, 1 AS n_all, IF(cl >= 0, 1, 0) AS n_act, IF(cl >= 0, cl, NULL) AS cl, "
+                    "IF(cl >= 0 AND mv, 1, 0) AS mv, IF(sid IS NULL, 0, n) AS m, n FROM {pairs}")
+        if summary.unique_keys and single_pass:
+            # a row per pair, no target row in two: counted per file directly (no GROUP BY f, r)
+            pairs_df = pairs_df.withColumn("n", F.lit(1))
+            per_row = per_pair
+        elif summary.unique_keys:
             # no target row matches two source rows, so row positions are not needed: count the
             # pairs per (file, source row, clause) -- one row per match in an upsert, one per file
             # and clause for the unmatched target rows or a low-cardinality join key
@@ -387,8 +411,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                 # a broadcast semi join: one stage, where Spark planned two shuffles and two sorts
                 # (the checkpoint's size is unknown to it); interleaved medians 7.17 -> 6.96 s
                 pass2_source = src_df.join(F.broadcast(pairs_df.select(F.col("sid").alias(SID))), SID, "left_semi")
-            per_row = ("SELECT f, 1 AS n_all, IF(cl >= 0, 1, 0) AS n_act, IF(cl >= 0, cl, NULL) AS cl, "
-                       "IF(cl >= 0 AND mv, 1, 0) AS mv, IF(sid IS NULL, 0, n) AS m, n FROM {pairs}")
+            per_row = per_pair
         else:
             per_row = ("SELECT f, r, count(*) AS n_all, sum(IF(cl >= 0, 1, 0)) AS n_act, "
                        "max(IF(cl >= 0, cl, NULL)) AS cl, max(IF(cl >= 0 AND mv, 1, 0)) AS mv, "
@@ -433,14 +456,12 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     # rows that matched nothing -> inserts. A source too big to broadcast whose matches touch
     # every candidate file goes through one full outer join instead (one shuffle, not two).
     has_identity = any(S.is_identity(f) for f in struct.fields)
-    combined = bool(not broadcast and not_matched and touched and len(touched) == len(files) and max_all <= 1
-                    and not has_identity)
+    combined = bool(not single_pass and not broadcast and not_matched and touched and len(touched) == len(files)
+                    and max_all <= 1 and not has_identity)
     per_clause = {}
     for i, pairs in update_values.items():
         per_clause[i] = dml.assignment_columns(struct, [a for a, _ in pairs], target.name,
                                                lambda j, i=i: F.col(f"__isolde_v_{i}_{j}"))
-    value_cols = [f"({sql}) AS __isolde_v_{i}_{j}"
-                  for i, pairs in update_values.items() for j, (_, sql) in enumerate(pairs)]
     ins_cols = [f"({sql}) AS __isolde_i_{i}_{j}"
                 for i, vals in insert_values.items() for j, (col, sql) in enumerate(vals.items())]
     old_names = {f.name.lower() for f in target.struct.fields}
@@ -519,7 +540,9 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                 rows = rows.withColumn("__isolde_rn", F.row_number().over(w)).filter("__isolde_rn = 1")
             return rows.select(*new_values)
 
-        if touched:
+        if touched and single_pass:
+            changes = pass1_rows.filter(cl >= 0).select(*new_values).filter(F.col(ACTION_COL) != KEEP)
+        elif touched:
             def changes():  # built only if dml writes all touched files in one job
                 return changes_over(list(touched.values()), pass2_ids)
             if broadcast and not pass2_ids and not moves:
@@ -560,7 +583,8 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
 
     change = dml.apply_changes(ctx, target, changes, touched, inserted, changed_rows=changed,
                                metadata=new_metadata, changes_for=changes_for, views=views,
-                               changes_by_partition=changes_by_partition, deleted_rows=deleted)
+                               changes_by_partition=changes_by_partition, deleted_rows=deleted,
+                               changed_only=single_pass)
     if change.metadata_update is not None:
         new_metadata = change.metadata_update
     if new_metadata is not None:
