@@ -364,7 +364,9 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
             elsewhere = new_rows.filter(~functools.reduce(lambda a, b: a | b, matches))
             if not elsewhere.isEmpty():
                 parts.append(elsewhere)
-    elif changes is not None and (touched or inserted is None):
+    elif changes is not None and (touched or inserted is None) and not (
+            changed_only and deleted_rows is not None and sum(deleted_rows.values()) == sum(changed_rows.values())):
+        # (the changed rows of a deletion-vector write that only deletes: no row to write)
         sel = [F.col(f"`{c}`") for c in cols if c not in generated]
         if not dv_files:
             keep = changes.filter(F.col(ACTION_COL) != DELETE)
@@ -414,6 +416,10 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
         df = parts[0]
         for other in parts[1:]:
             df = df.unionByName(other)
+        if dv_files and not rewrite and target.partition_columns:
+            # the updated rows come in the target's splits: each partition's new rows in one
+            # task, one new file per partition (not one per partition and split)
+            df = df.repartition(*[F.col(q(c)) for c in target.partition_columns])
         written = write_files(ctx, df, target.path, metadata, data_change=True)
         if ident and inserted is not None:
             from isolde.executor.writer import identity_metadata_update

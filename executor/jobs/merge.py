@@ -576,7 +576,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                 src_rows = spark.sql(f"SELECT {ids_hint} {sel} FROM {src_view} AS {sa} "
                                      f"LEFT ANTI JOIN {ids} AS m ON {sa}.{SID} = m.sid")
             inserted = src_rows.filter(cl >= 0).select(*[insert_value(f).alias(f.name) for f in struct.fields])
-            if target.partition_columns:
+            if target.partition_columns and not single_pass:  # (dml does it with the updated rows)
                 # each partition's new rows in one task: one new file per partition, not one per
                 # partition and source split
                 inserted = inserted.repartition(*[F.col(q(c)) for c in target.partition_columns])
