@@ -330,9 +330,28 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
 
     value_cols = [f"({sql}) AS __isolde_v_{i}_{j}"
                   for i, pairs in update_values.items() for j, (_, sql) in enumerate(pairs)]
+    per_clause = {}  # update clause -> {top-level column: new value}
+    for i, pairs in update_values.items():
+        per_clause[i] = dml.assignment_columns(struct, [a for a, _ in pairs], target.name,
+                                               lambda j, i=i: F.col(f"__isolde_v_{i}_{j}"))
+    old_names = {f.name.lower() for f in target.struct.fields}
+    cl = F.col(CLAUSE)
     # every touched file takes a deletion vector (dml.choose_mode): only the changed rows are
     # needed, and pass 1 can keep them (one scan of the target, not two)
     single_pass = target.deletion_vectors
+
+    def old_value(f):
+        return F.col(q(f.name)) if f.name.lower() in old_names else F.lit(None).cast(f.dataType)
+
+    def acting_value(f):
+        """A column's value after the clause that acts on the row; NULL for a deleted row (not
+        written), so the old value is read only when some UPDATE clause keeps it: an
+        UPDATE SET * reads no target column but the keys."""
+        expr = None
+        for i, cols in per_clause.items():
+            value = cols.get(f.name, old_value(f))
+            expr = F.when(cl == i, value) if expr is None else expr.when(cl == i, value)
+        return expr if expr is not None else F.lit(None).cast(f.dataType)
 
     # join strategy: the source is usually the small side. Broadcast it when small, else hash it
     # (a shuffled hash join never sorts the target side); FULL OUTER cannot broadcast.
@@ -377,14 +396,15 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
         tv_all = target_view(files, "target")
         clause_sql = f"CASE WHEN {sa}.{SRC_FLAG} IS NULL THEN {bs_case} ELSE {matched_case} END"
         if single_pass:
-            # the pairs with the target row and the acting clause's new values, materialised: the
-            # deletion vectors and the updated rows come from here, with no second scan
+            # the pairs with the acting clause's new values, materialised: the deletion vectors
+            # and the updated rows come from here, with no second scan
             pass1_rows = spark.sql(
                 f"SELECT {hint} {', '.join([f'{ta}.*', f'{sa}.{SID} AS sid', f'{clause_sql} AS {CLAUSE}'] + value_cols)} "
                 f"FROM {tv_all} AS {ta} {join} {src_view} AS {sa} ON ({on})")
             if by_source:
                 pass1_rows = pass1_rows.filter(f"sid IS NOT NULL OR {CLAUSE} >= 0")
-            pass1_rows = views.checkpoint(pass1_rows)
+            pass1_rows = views.checkpoint(pass1_rows.select(*[acting_value(f).alias(f.name) for f in struct.fields],
+                                                            FILE_COL, ROW_COL, "sid", CLAUSE))
             pairs_df = pass1_rows.select(F.col(FILE_COL).alias("f"), F.col(ROW_COL).alias("r"), "sid",
                                          F.col(CLAUSE).alias("cl"), F.lit(False).alias("mv"))
         else:
@@ -458,14 +478,8 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     has_identity = any(S.is_identity(f) for f in struct.fields)
     combined = bool(not single_pass and not broadcast and not_matched and touched and len(touched) == len(files)
                     and max_all <= 1 and not has_identity)
-    per_clause = {}
-    for i, pairs in update_values.items():
-        per_clause[i] = dml.assignment_columns(struct, [a for a, _ in pairs], target.name,
-                                               lambda j, i=i: F.col(f"__isolde_v_{i}_{j}"))
     ins_cols = [f"({sql}) AS __isolde_i_{i}_{j}"
                 for i, vals in insert_values.items() for j, (col, sql) in enumerate(vals.items())]
-    old_names = {f.name.lower() for f in target.struct.fields}
-    cl = F.col(CLAUSE)
 
     def insert_value(f):
         expr = None
@@ -480,7 +494,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
         return expr
 
     def target_value(f):
-        base = F.col(q(f.name)) if f.name.lower() in old_names else F.lit(None).cast(f.dataType)
+        base = old_value(f)
         expr = None
         for i, cols in per_clause.items():
             if f.name in cols:
@@ -541,7 +555,9 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
             return rows.select(*new_values)
 
         if touched and single_pass:
-            changes = pass1_rows.filter(cl >= 0).select(*new_values).filter(F.col(ACTION_COL) != KEEP)
+            changes = pass1_rows.filter(cl >= 0).select(*[q(f.name) for f in struct.fields], FILE_COL, ROW_COL,
+                                                        target_action.alias(ACTION_COL))
+            changes = changes.filter(F.col(ACTION_COL) != KEEP)
         elif touched:
             def changes():  # built only if dml writes all touched files in one job
                 return changes_over(list(touched.values()), pass2_ids)
