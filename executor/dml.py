@@ -25,7 +25,9 @@ true and the deletionVectors feature, else ``rewrite``.
 UPDATE / DELETE run two passes over the snapshot: (1) the candidate files (pruned by the
 conflict scope) -> rows matching per file = the touched files; (2) the touched files only ->
 new rows. Non-deterministic conditions are materialised once (localCheckpoint) so both passes
-agree. DELETE without WHERE removes every file without reading data.
+agree. With deletion vectors there is one pass: the changed rows (positions, new values) are
+materialised as they are found, and are all the write needs. DELETE without WHERE removes
+every file without reading data.
 """
 
 from __future__ import annotations

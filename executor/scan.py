@@ -201,9 +201,9 @@ def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequen
         (name, values), = lookups.items()
         df = df.select("*", _map_lookup(keys, values).alias(name))
     else:
-        # the map gives the file's ordinal (its path compared with each key: the costly part),
-        # then each value is an array lookup: 10 files / 10M rows, a scan with row ids of a
-        # partitioned table 1.5 -> x s
+        # the map gives the file's ordinal (the row's path compared with each key in turn, the
+        # costly part), then each value is an array lookup by ordinal: one comparison chain per
+        # row, not one per column
         df = df.select("*", _map_lookup(keys, list(range(len(files)))).alias(_ORD))
         df = df.select("*", *[_array_get(values).alias(name) for name, values in lookups.items()])
     if deleted is not None:

@@ -22,6 +22,10 @@ Plan (all Spark work happens before the commit; the commit only writes the log):
    second look at the target) -> inserted rows; executor/dml.py writes them (rewrite or
    deletion vector per file, a touched partition per job when no row moves). A source too big
    to broadcast whose matches touch every candidate takes one full outer join instead.
+
+With deletion vectors there is no pass 2: pass 1 materialises the pairs with the acting
+clause's new values (old target values only where an UPDATE clause keeps them), and the
+vectors, the updated rows and the matched source rows all come from there.
 """
 
 from __future__ import annotations
