@@ -267,11 +267,16 @@ class DeletedRows:
 
         ordinals, words = [], []
         for ordinal, rows in self.rows.items():
-            flags = np.zeros((int(rows[-1]) // 64 + 1) * 64, dtype=np.bool_)
-            flags[rows] = True
-            # packbits 'little': element 8b+i is bit i of byte b; 8 bytes read as a little-endian
-            # word put element 64k+j at bit j of word k
-            words.append(np.packbits(flags, bitorder="little").view("<i8"))
+            # the rows are distinct, so a word's bits add up to it; summed as two 32-bit halves
+            # (a float64 weight is exact below 2^53), in memory the size of the rows and words
+            index, bit = rows >> 6, rows & 63
+            n = int(rows[-1]) // 64 + 1
+            halves = []
+            for low in (True, False):
+                mine = bit < 32 if low else bit >= 32
+                weights = np.left_shift(1, bit[mine] - (0 if low else 32)).astype(np.float64)
+                halves.append(np.bincount(index[mine], weights=weights, minlength=n).astype(np.uint64))
+            words.append((halves[0] | (halves[1] << np.uint64(32))).view(np.int64))
             ordinals.append(ordinal)
         return pa.table({_ORD: pa.array(ordinals, pa.int32()), _WORDS: pa.array(words, pa.list_(pa.int64()))})
 
