@@ -256,10 +256,9 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
     row count against the log's numRecords minus ``deleted_rows`` and else leaves the table
     untouched for the job per partition.
 
-    When every touched file takes a deletion vector, only the changed rows matter (their
-    positions, and the new values of updated rows): they are materialised once, and both come
-    from there, not from two runs of ``changes``. ``changed_only``: ``changes`` already is
-    exactly those rows, materialised.
+    ``changed_only``: ``changes`` is exactly the changed rows, materialised (what the
+    deletion-vector plans of UPDATE / DELETE / MERGE hand over): the vectors' positions and
+    the written rows both come from it, and a write that only deletes writes no file.
     """
     from isolde.executor.writer import BackgroundWrite, remove_written, conform, write_files
 
@@ -322,9 +321,6 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
             groups = {}
     if not groups and callable(changes):
         changes = changes()  # built only when a single write (or a deletion vector) needs it
-    if dv_files and not rewrite and changes is not None and not changed_only:
-        changed = changes.filter(F.col(ACTION_COL) != KEEP)
-        changes = views.checkpoint(changed) if views is not None else changed.localCheckpoint(eager=True)
     if groups:
         sel = [F.col(f"`{c}`") for c in cols if c not in generated]
         new_rows = None  # inserted rows, conformed and materialised, when they join the groups' jobs
