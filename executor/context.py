@@ -10,6 +10,7 @@
     ctx.snapshot(handle_or_ref) -> Snapshot     (honours VERSION / TIMESTAMP AS OF of the ref)
     ctx.eval_timestamp(expr) -> datetime (UTC) of a TIMESTAMP AS OF expression
     ctx.table_defaults() -> {'delta.x': value} from spark.databricks.delta.properties.defaults.x
+    ctx.start_transaction(log) -> the write's transaction (carries the session's userMetadata)
     ctx.metrics            a dict the runner may fill (shown by EXPLAIN / on results)
 """
 
@@ -22,6 +23,7 @@ from isolde.errors import AnalysisError, VersionNotFoundError
 from isolde.grammar import ast
 
 DEFAULTS_PREFIX = "spark.databricks.delta.properties.defaults."
+USER_METADATA_KEY = "spark.databricks.delta.commitInfo.userMetadata"
 
 
 class ConfStore:
@@ -145,6 +147,13 @@ class ExecutionContext:
 
     def table_defaults(self) -> dict[str, str]:
         return self.conf.table_defaults()
+
+    def start_transaction(self, log):
+        """A transaction on ``log`` whose commit carries the session's commit message
+        (``SET spark.databricks.delta.commitInfo.userMetadata = ...``), as Delta's does."""
+        txn = log.start_transaction()
+        txn.user_metadata = self.conf.get(USER_METADATA_KEY)
+        return txn
 
     def eval_timestamp(self, expr) -> dt.datetime:
         """The value of a TIMESTAMP AS OF expression (text or ast.Expr), as a naive UTC datetime."""

@@ -129,7 +129,7 @@ def open_target(ctx, ref) -> Target:
                             error_class="DELTA_UNSUPPORTED_TIME_TRAVEL_MULTIPLE_FORMATS", sqlstate="42613")
     handle = ctx.catalog.resolve(ref, current_database(ctx))
     log = handle.log
-    txn = log.start_transaction()
+    txn = ctx.start_transaction(log)
     snap = txn.snapshot
     metadata = snap.metadata
     return Target(ctx, handle, log, txn, snap, metadata, S.metadata_schema(metadata),

@@ -57,7 +57,7 @@ def _begin(ctx, ref: ast.TableRef):
     if ref.version is not None or ref.timestamp is not None:
         raise AnalysisError(f"ALTER TABLE cannot change an old version of {ref.name}: drop the VERSION/TIMESTAMP AS OF.")
     handle = P.resolve(ctx, ref)
-    txn = handle.log.start_transaction()
+    txn = ctx.start_transaction(handle.log)
     return handle, txn, txn.snapshot
 
 

@@ -99,7 +99,7 @@ def run(ctx, stmt: ast.CloneTable):
     conf, features, min_reader, min_writer = P.split_feature_properties(overrides)
     config = dict(src.metadata.configuration)
     config.update(conf)
-    txn = target.log.start_transaction()
+    txn = ctx.start_transaction(target.log)
     current = txn.snapshot
     replacing = current.version >= 0
     metadata = Metadata(

@@ -236,7 +236,7 @@ def run(ctx, stmt: ast.ConvertToDelta):
             defaults["delta.enableDeletionVectors"] = "true"
         defaults.update(ctx.table_defaults())
     actions, params, metrics = build_conversion(handle.path, stmt.partitioned_by, stmt.no_statistics, defaults)
-    txn = handle.log.start_transaction()
+    txn = ctx.start_transaction(handle.log)
     started = time.perf_counter()
 
     def commit() -> CommitResult:

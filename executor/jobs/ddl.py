@@ -213,7 +213,7 @@ def run_create_table(ctx, stmt: ast.CreateTable):
         if old is not None and not old.removed:
             domains.append(DomainMetadata("delta.clustering", old.configuration, removed=True))
 
-    txn = handle.log.start_transaction()
+    txn = ctx.start_transaction(handle.log)
     removes = []
     if txn.snapshot.version >= 0:
         txn.read_whole_table()

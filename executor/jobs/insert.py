@@ -70,7 +70,7 @@ def _partition_predicate(columns: list[str], tuples: set[tuple]) -> Optional[str
 @executes(ast.Insert)
 def run_insert(ctx, stmt: ast.Insert) -> PreparedWrite:
     handle = ctx.resolve(stmt.table)
-    txn = handle.log.start_transaction()
+    txn = ctx.start_transaction(handle.log)
     snap = txn.snapshot
     if snap.version < 0:
         raise TableNotFoundError(handle.name)

@@ -100,7 +100,7 @@ def run(ctx, stmt: ast.Restore):
         raise AnalysisError("RESTORE takes the version in its TO VERSION AS OF / TO TIMESTAMP AS OF clause, not on "
                             "the table name.")
     log = handle.log
-    txn = log.start_transaction()
+    txn = ctx.start_transaction(log)
     current = getattr(txn, "snapshot", None) or log.update()
     params: dict = {}
     if stmt.version is not None:

@@ -189,7 +189,7 @@ def run(ctx, stmt: ast.Vacuum):
 
     def commit() -> CommitResult:
         log = handle.log
-        start_version = P.txn_commit(log.start_transaction(), [], "VACUUM START", params, {
+        start_version = P.txn_commit(ctx.start_transaction(log), [], "VACUUM START", params, {
             "numFilesToDelete": len(data_files), "sizeOfDataToDelete": sum(s for _, s in data_files)})
         # a commit since planning may have re-added a file (RESTORE): keep what the latest version needs
         latest = log.update()
@@ -212,7 +212,7 @@ def run(ctx, stmt: ast.Vacuum):
                 except FileNotFoundError:
                     pass
         except OSError as e:  # record the failed run as Delta does, then report it
-            P.txn_commit(log.start_transaction(), [], "VACUUM END", {"status": "FAILED"},
+            P.txn_commit(ctx.start_transaction(log), [], "VACUUM END", {"status": "FAILED"},
                          {"numDeletedFiles": deleted, "numVacuumedDirectories": len(dirs)})
             raise ExecutionError(f"VACUUM {handle.name} failed after deleting {deleted} file(s): {e}",
                                  error_class="DELTA_VACUUM_FAILED") from e
@@ -225,7 +225,7 @@ def run(ctx, stmt: ast.Vacuum):
             except OSError:
                 pass
         metrics = {"numDeletedFiles": deleted, "numVacuumedDirectories": len(dirs)}
-        end_version = P.txn_commit(log.start_transaction(), [], "VACUUM END", {"status": "COMPLETED"}, metrics)
+        end_version = P.txn_commit(ctx.start_transaction(log), [], "VACUUM END", {"status": "COMPLETED"}, metrics)
         metrics["vacuumStartVersion"] = start_version
         metrics["numDeletedDirectories"] = vacuumed_dirs
         return CommitResult(version=end_version, operation="VACUUM END", metrics=metrics, table=handle.name,

@@ -82,6 +82,9 @@ class OptimisticTransaction:
         self.committed_version: int | None = None
         self.attempts = 0
         self.winning_versions: list[int] = []
+        # commitInfo.userMetadata for this commit (Delta's session setting
+        # spark.databricks.delta.commitInfo.userMetadata); commit(user_metadata=...) overrides it
+        self.user_metadata: str | None = None
 
     # ------------------------------------------------------------------ what was read
     @property
@@ -189,6 +192,7 @@ class OptimisticTransaction:
             info.extra["readPredicates"] = [p.sql if p.sql is not None else "true" for p in self.read_predicates]
         if self._read_whole_table:
             info.extra["readWholeTable"] = True
+        user_metadata = user_metadata if user_metadata is not None else self.user_metadata
         if user_metadata is not None:
             info.extra["userMetadata"] = user_metadata
         summary = TransactionSummary(

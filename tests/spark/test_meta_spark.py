@@ -48,6 +48,25 @@ def test_describe_and_show_on_isolde_writes(session):
     assert_same_rows(s, _path(s, "t"), ref="t", expected=[(2, "b")])
 
 
+def test_commit_user_metadata_from_the_session_setting(session):
+    """SET spark.databricks.delta.commitInfo.userMetadata tags every commit of the session
+    (DML, DDL, ALTER) until RESET, as in Delta; DESCRIBE HISTORY and delta-rs both show it."""
+    from deltalake import DeltaTable
+
+    s = session
+    s.execute("CREATE TABLE t (id BIGINT, v STRING)")                     # v0, untagged
+    s.execute("SET spark.databricks.delta.commitInfo.userMetadata = 'backfill #42'")
+    s.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b')")                 # v1
+    s.execute("UPDATE t SET v = 'z' WHERE id = 2")                       # v2
+    s.execute("ALTER TABLE t SET TBLPROPERTIES ('delta.appendOnly' = 'false')")  # v3
+    s.execute("RESET spark.databricks.delta.commitInfo.userMetadata")
+    s.execute("DELETE FROM t WHERE id = 1")                              # v4, untagged
+    hist = {h["version"]: h["userMetadata"] for h in s.execute("DESCRIBE HISTORY t").as_dicts()}
+    assert hist == {0: None, 1: "backfill #42", 2: "backfill #42", 3: "backfill #42", 4: None}
+    theirs = {h["version"]: h.get("userMetadata") for h in DeltaTable(_path(s, "t")).history()}
+    assert theirs == hist
+
+
 def test_restore_time_travel_and_concurrent_writers(session):
     s = session
     s.execute("CREATE TABLE t (id BIGINT, v STRING)")
