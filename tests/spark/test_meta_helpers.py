@@ -190,6 +190,11 @@ class LogCtx:
     def resolve(self, ref, must_exist: bool = True, location: Optional[str] = None):
         return self.catalog.resolve(ref, self.current_database, must_exist=must_exist, location=location)
 
+    def start_transaction(self, log):  # the real context's (it needs only ``conf.get``)
+        from isolde.executor.context import ExecutionContext
+
+        return ExecutionContext.start_transaction(self, log)
+
     @property
     def spark(self):  # pragma: no cover - log-level tests must not reach Spark
         raise AssertionError("this log-level test tried to use Spark")
