@@ -10,6 +10,7 @@
     ctx.snapshot(handle_or_ref) -> Snapshot     (honours VERSION / TIMESTAMP AS OF of the ref)
     ctx.eval_timestamp(expr) -> datetime (UTC) of a TIMESTAMP AS OF expression
     ctx.table_defaults() -> {'delta.x': value} from spark.databricks.delta.properties.defaults.x
+    ctx.table_candidates() -> names a misspelt table may have meant (tables, temp views)
     ctx.start_transaction(log) -> the write's transaction (carries the session's userMetadata)
     ctx.metrics            a dict the runner may fill (shown by EXPLAIN / on results)
 """
@@ -147,6 +148,18 @@ class ExecutionContext:
 
     def table_defaults(self) -> dict[str, str]:
         return self.conf.table_defaults()
+
+    def table_candidates(self) -> list[str]:
+        """Names a misspelt table may have meant: the warehouse's tables and the Spark temp
+        views the library user registered (not isolde's own)."""
+        names = self.catalog.candidates(self.current_database, self.current_database)
+        if self.session.ready:
+            try:
+                names += [t.name for t in self.spark.catalog.listTables()
+                          if t.isTemporary and not t.name.startswith("__isolde")]
+            except Exception:
+                pass
+        return names
 
     def start_transaction(self, log):
         """A transaction on ``log`` whose commit carries the session's commit message

@@ -184,11 +184,11 @@ class Session:
         if needs_spark:
             self._set_job_group(group, stmt)
         try:
-            out = translate_errors(lambda: runner(ctx, stmt))
+            out = translate_errors(lambda: runner(ctx, stmt), ctx)
             if isinstance(out, PreparedWrite):
                 if prepare:
                     return out
-                result = translate_errors(out.commit)
+                result = translate_errors(out.commit, ctx)
                 if isinstance(result, CommitResult) and not result.elapsed_s:
                     result = dataclasses.replace(result, elapsed_s=time.perf_counter() - started)
                 return result
@@ -340,20 +340,24 @@ def clean_message(text: str) -> str:
     text = re.sub(r"\s*SQLSTATE: \w+", "", text)
     text = text.split("\n== SQL")[0].split("\n== DataFrame")[0]
     text = re.sub(r"spark_catalog\.default\.|`spark_catalog`\.`default`\.", "", text)
+    # a position in the SQL isolde handed Spark (tables bound to views, clauses rewritten),
+    # not in the user's statement: it would point at the wrong place
+    text = re.sub(r";?\s*line \d+ pos \d+", "", text)
     return text.strip()
 
 
-def translate_errors(fn):
-    """Run ``fn``; turn Spark/Py4J exceptions into isolde errors."""
+def translate_errors(fn, ctx=None):
+    """Run ``fn``; turn Spark/Py4J exceptions into isolde errors (``ctx``: the statement's
+    context, for the names an unknown table may have meant)."""
     try:
         return fn()
     except E.IsoldeError:
         raise
     except Exception as e:  # noqa: BLE001 - translation point
-        raise translate_exception(e) from e
+        raise translate_exception(e, ctx) from e
 
 
-def translate_exception(e: BaseException) -> E.IsoldeError:
+def translate_exception(e: BaseException, ctx=None) -> E.IsoldeError:
     from isolde.executor.writer import SEP, VIOLATION_MARK
 
     text = str(e)
@@ -392,6 +396,9 @@ def translate_exception(e: BaseException) -> E.IsoldeError:
             err.message = err.message.replace(f"`{name.split('.')[-1]}`", f"`{name}`", 1)
             err.args = (err.message,)
         return err
+    if error_class and error_class.startswith("TABLE_OR_VIEW_NOT_FOUND") and params.get("relationName"):
+        name = clean_message(params["relationName"]).replace("`", "")
+        return E.TableNotFoundError(name, ctx.table_candidates() if ctx is not None else ())
     if isinstance(e, AnalysisException) or (error_class and error_class.startswith(
             ("PARSE_SYNTAX", "UNRESOLVED", "DATATYPE_MISMATCH", "TABLE_OR_VIEW", "MISSING_", "AMBIGUOUS",
              "INVALID_", "WRONG_NUM_ARGS", "UNSUPPORTED_"))):

@@ -84,7 +84,7 @@ def _source_df(ctx, stmt: ast.Merge, target, views):
         try:
             return spark.table(src.name)
         except Exception:
-            raise TableNotFoundError(src.name)
+            raise TableNotFoundError(src.name, ctx.table_candidates())
     return spark.sql(dml.sql_of(dml.bind_tables(ctx, src.tree, views, target=target)))
 
 
@@ -377,6 +377,12 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     matched_sids = None  # source row ids of the source rows that matched some target row
     pass2_source = None  # the source rows pass 2 needs (those that matched), when known
     n_matched = 0
+    if not files:
+        # no file to read, yet ON, the clause conditions and the values are analysed, as Delta
+        # does: a MERGE wrong for this table (an ambiguous `id`) must not pass while it is empty
+        spark.sql(f"SELECT CASE WHEN {sa}.{SRC_FLAG} IS NULL THEN {bs_case} ELSE {matched_case} END, "
+                  f"{', '.join(value_cols) or '1'} FROM {target_view([], 'target')} AS {ta} "
+                  f"FULL OUTER JOIN {src_view} AS {sa} ON ({on})").schema
     if files:
         join = "LEFT JOIN" if by_source else "INNER JOIN"
         # does an acting clause move a row to another partition (assigns a partition column a new value)?
