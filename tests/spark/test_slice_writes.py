@@ -21,6 +21,7 @@ from test_dml_helpers import Runner, always_one_scan, make_table, spy_outcomes, 
 
 from isolde.executor import dml, writer  # noqa: E402
 from isolde.executor import scan as scan_module  # noqa: E402
+from isolde.executor.context import ExecutionContext  # noqa: E402
 from isolde.executor.dml import open_target  # noqa: E402
 from isolde.executor.scan import scan_by_partition  # noqa: E402
 from isolde.grammar import ast  # noqa: E402
@@ -169,7 +170,7 @@ def test_plans_that_move_rows_between_tasks_are_refused(tmp_path, monkeypatch, r
     _table(r)
     if read == "union":
         monkeypatch.setattr(scan_module, "ONE_SCAN_MAX_FILES", 0)
-    target = open_target(r.session, ast.TableRef(parts=("t",)))
+    target = open_target(ExecutionContext(r.session), ast.TableRef(parts=("t",)))
     files = list(target.snapshot.all_files)
     df, slices = scan_by_partition(r.session, target.snapshot, target.path, files)
     assert sorted(s.partition_values["d"] for s in slices) == ["a", "b", "c"]
