@@ -153,13 +153,13 @@ class ExecutionContext:
         """Names a misspelt table may have meant: the warehouse's tables and the Spark temp
         views the library user registered (not isolde's own)."""
         names = self.catalog.candidates(self.current_database, self.current_database)
-        if self.session.ready:
-            try:
-                names += [t.name for t in self.spark.catalog.listTables()
-                          if t.isTemporary and not t.name.startswith("__isolde")]
-            except Exception:
-                pass
-        return names
+        if not self.session.ready:
+            return names  # no Spark yet, so no temp view either
+        try:
+            tables = self.spark.catalog.listTables()
+        except Exception:  # a suggestion must never hide the error it decorates
+            return names
+        return names + [t.name for t in tables if t.isTemporary and not t.name.startswith("__isolde")]
 
     def start_transaction(self, log):
         """A transaction on ``log`` whose commit carries the session's commit message
