@@ -45,6 +45,7 @@ from pyspark.sql import DataFrame, functions as F
 from isolde.errors import AnalysisError
 from isolde.executor import schema as S
 from isolde.executor.scan import FILE_COL, ROW_COL, scan
+from isolde.grammar.dialect import sql as render_sql
 
 ACTION_COL = "_isolde_action"
 KEEP, UPDATE, DELETE, INSERT = "keep", "update", "delete", "insert"
@@ -614,7 +615,7 @@ def bound_sql(ctx, node, views, target) -> str:
 
 
 def sql_of(tree) -> str:
-    return tree.sql(dialect="spark")
+    return render_sql(tree)
 
 
 def predicates_json(items: Iterable[str]) -> str:

@@ -39,6 +39,7 @@ from pyspark.sql import types as T
 from isolde.errors import AnalysisError, ColumnNotFoundError
 from isolde.executor import schema as S
 from isolde.executor.scan import partition_dir
+from isolde.grammar.dialect import DIALECT
 
 VIOLATION_MARK = "ISOLDE_VIOLATION"
 SEP = "\u241f"  # a visible unit separator that never appears in SQL text we generate
@@ -111,7 +112,7 @@ _END = SEP
 
 def _expr_columns(sql: str, struct: T.StructType) -> list[str]:
     try:
-        tree = sqlglot.parse_one(sql, read="databricks")
+        tree = sqlglot.parse_one(sql, read=DIALECT)
     except Exception:
         return []
     out = []

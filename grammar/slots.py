@@ -24,14 +24,14 @@ import threading
 
 import sqlglot.errors
 import sqlglot.expressions as exp
-from sqlglot.dialects.dialect import Dialect
 
 from isolde.errors import ParseError, caret_excerpt
 
 from .ast import Expr, Query, Span, TableRef
+from .dialect import DIALECT as ISOLDE_DIALECT
 from .splitter import COMMENT, STRING, UNTERMINATED
 
-DIALECT = Dialect.get_or_raise("databricks")
+DIALECT = ISOLDE_DIALECT
 _KEYWORDS = frozenset(DIALECT.tokenizer_class.KEYWORDS)
 _NAME = r"(?:[A-Za-z_]\w*|`[^`]+`)"
 _SIMPLE_COLUMN = re.compile(rf"{_NAME}(?:\.{_NAME}){{0,3}}")

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 import sqlglot
 import sqlglot.expressions as exp
 
-DIALECT = "databricks"
+from isolde.grammar.dialect import DIALECT, needs_quotes  # noqa: E402
 
 # sqlglot classes whose value changes from call to call (or with the clock / session).
 NON_DETERMINISTIC = tuple(
@@ -65,15 +65,6 @@ DETERMINISTIC_ANONYMOUS = frozenset(
 COMPLEX_ACCESS = (exp.Bracket, exp.Dot)
 SUBQUERY_NODES = (exp.Subquery, exp.Exists, exp.Select, exp.Union, exp.Intersect, exp.Except)
 _SIMPLE_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_RESERVED = frozenset(
-    {
-        "all", "and", "any", "as", "between", "by", "case", "cast", "create", "cross", "distinct", "else",
-        "end", "exists", "false", "from", "full", "group", "having", "in", "inner", "interval", "is",
-        "join", "left", "like", "limit", "not", "null", "on", "or", "order", "outer", "right", "select",
-        "table", "then", "true", "union", "when", "where", "with", "both", "current_date",
-        "current_timestamp", "current_user", "user", "to", "primary", "foreign", "references", "using",
-    }
-)
 
 
 def parse_condition(sql: str) -> exp.Expression:
@@ -104,14 +95,14 @@ def is_complex_type(dtype: Any) -> bool:
 
 
 def quote_ident(name: str) -> str:
-    if _SIMPLE_IDENT.match(name) and name.lower() not in _RESERVED:
+    if not needs_quotes(name):
         return name
     return "`" + name.replace("`", "``") + "`"
 
 
 def column_node(name: str) -> exp.Column:
-    quoted = not (_SIMPLE_IDENT.match(name) and name.lower() not in _RESERVED)
-    return exp.Column(this=exp.Identifier(this=name, quoted=quoted))
+    """A column reference that renders back to ``name`` (quoted wherever it must be)."""
+    return exp.Column(this=exp.Identifier(this=name, quoted=quote_ident(name) != name))
 
 
 def to_sql(tree: exp.Expression) -> str:
@@ -125,17 +116,33 @@ class Unrenderable(ValueError):
     """A value that cannot be written as an exact Spark SQL literal (the caller widens)."""
 
 
+class TimestampMicros(int):
+    """A TIMESTAMP value as microseconds since the epoch, collected with ``unix_micros`` so that
+    no process or session time zone changes it; rendered with an explicit UTC offset."""
+
+
+_EPOCH = datetime.datetime(1970, 1, 1)
+
+
 def sql_literal(value: Any) -> str:
     """An exact Spark SQL literal for a Python value collected from Spark."""
     if value is None:
         return "NULL"
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
+    if isinstance(value, TimestampMicros):
+        try:
+            moment = _EPOCH + datetime.timedelta(microseconds=int(value))
+        except OverflowError as e:
+            raise Unrenderable(repr(value)) from e
+        return f"TIMESTAMP '{moment.isoformat(sep=' ', timespec='microseconds')}Z'"
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            raise Unrenderable(repr(value))
+        if math.isnan(value):
+            return "CAST('NaN' AS DOUBLE)"
+        if math.isinf(value):
+            return f"CAST('{'-' if value < 0 else ''}Infinity' AS DOUBLE)"
         return repr(value) + "D"
     if isinstance(value, decimal.Decimal):
         if not value.is_finite():

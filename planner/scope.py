@@ -334,6 +334,13 @@ def merge_join_keys(
     return keys
 
 
+def _spark_order(value: Any):
+    """Sort key in Spark's order for one type: NaN after every other number."""
+    if isinstance(value, float) and value != value:
+        return (1, 0.0)
+    return (0, value)
+
+
 def key_predicate(column: str, values: KeyValues, null_safe: bool = False,
                   threshold: int = LARGE_SET_THRESHOLD) -> Optional[str]:
     """``col IN (...)`` / ``col = v`` / ``col BETWEEN lo AND hi`` for the source key values;
@@ -351,7 +358,7 @@ def key_predicate(column: str, values: KeyValues, null_safe: bool = False,
             has_null = any(v is None for v in vals)
             distinct = list(dict.fromkeys(v for v in vals if v is not None))
             try:
-                distinct.sort()
+                distinct.sort(key=_spark_order)
             except TypeError:
                 pass
             if not distinct:

@@ -29,6 +29,7 @@ from isolde.executor.catalog import has_commits
 from isolde.executor.jobs import executes
 from isolde.executor.results import CommitResult, PreparedWrite, QueryResult
 from isolde.grammar import ast
+from isolde.grammar.dialect import DIALECT
 from isolde.planner.resolve import resolve_column
 
 ISOLDE_DEFAULTS = {"delta.enableDeletionVectors": "true"}
@@ -259,7 +260,7 @@ def _check_generation_expression(f, names, table) -> None:
 
     sql = f.metadata[S.GENERATION_EXPRESSION]
     try:
-        tree = sqlglot.parse_one(sql, read="databricks")
+        tree = sqlglot.parse_one(sql, read=DIALECT)
     except Exception:
         raise AnalysisError(f"Cannot parse the generation expression of `{f.name}`: {sql}",
                             error_class="DELTA_UNSUPPORTED_EXPRESSION_GENERATED_COLUMN")

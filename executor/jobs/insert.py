@@ -29,6 +29,7 @@ from isolde.executor.results import CommitResult, PreparedWrite
 from isolde.executor.scan import scan
 from isolde.executor.writer import SEP, VIOLATION_MARK, conform, identity_metadata_update, write_files
 from isolde.grammar import ast
+from isolde.grammar.dialect import DIALECT
 from isolde.planner.resolve import resolve_column, table_references
 
 
@@ -230,7 +231,7 @@ def _check_columns(sql: str, names: list[str], table: str) -> None:
     import sqlglot.expressions as exp
 
     try:
-        tree = sqlglot.parse_one(sql, read="databricks")
+        tree = sqlglot.parse_one(sql, read=DIALECT)
     except Exception:
         return
     for c in tree.find_all(exp.Column):
@@ -271,7 +272,7 @@ def _only_partition_columns(sql: str, parts: list[str]) -> bool:
     if not parts:
         return False
     try:
-        tree = sqlglot.parse_one(sql, read="databricks")
+        tree = sqlglot.parse_one(sql, read=DIALECT)
     except Exception:
         return False
     lower = {p.lower() for p in parts}

@@ -119,18 +119,44 @@ class SourceSummary:
     unique_keys: bool
 
 
+def _comparison_types(spark, src_view: str, s_alias: str, keys, target_types: dict) -> list:
+    """Spark's type for each ``<source key> = <target column>`` of ON (after its own type
+    coercion: a STRING source key against an INT target compares as BIGINT), or None where
+    Spark refuses the comparison. Key sets and ranges must be computed in this type: in the
+    source's own type a range of strings is lexicographic and misses matching numbers."""
+    lower_types = {name.lower(): t for name, t in target_types.items()}
+    out: list = []
+    for k in keys:
+        t = lower_types.get(k.target_column.lower())
+        if t is None:
+            out.append(None)
+            continue
+        try:
+            plan = spark.sql(f"SELECT ({k.source_sql}) = CAST(NULL AS {t}) FROM {src_view} AS {q(s_alias)}")
+            comparison = plan._jdf.queryExecution().analyzed().projectList().apply(0).child()
+            out.append(str(comparison.left().dataType().sql()))
+        except Exception:
+            out.append(None)
+    return out
+
+
 def _summarise_source(spark, src_view: str, s_alias: str, keys, target_types: dict) -> SourceSummary:
+    from isolde.planner.predicates import TimestampMicros as _Micros
     from isolde.planner.scope import KeyRange
 
+    cmp_types = _comparison_types(spark, src_view, s_alias, keys, target_types)
+    usable = [(k, t) for k, t in zip(keys, cmp_types) if t is not None]
     exprs = ["count(*)"]
-    for k in keys:
-        e = f"({k.source_sql})"
-        exprs += [f"count(DISTINCT {e})", f"min({e})", f"max({e})", f"max(CASE WHEN {e} IS NULL THEN 1 ELSE 0 END)"]
-    lower_types = {name.lower(): t for name, t in target_types.items()}
-    typed = [lower_types.get(k.target_column.lower()) for k in keys]
-    if keys and all(typed):
-        # the key tuple in the target's types (a cast to the same type is removed by Spark)
-        typed = [f"try_cast(({k.source_sql}) AS {t})" for k, t in zip(keys, typed)]
+    values = []  # per usable key: the expression whose values are collected
+    for k, t in usable:
+        e = f"try_cast(({k.source_sql}) AS {t})"
+        v = f"unix_micros({e})" if t.upper() == "TIMESTAMP" else e
+        values.append(v)
+        exprs += [f"count(DISTINCT {e})", f"min({v})", f"max({v})", f"max(CASE WHEN {e} IS NULL THEN 1 ELSE 0 END)"]
+    typed = [f"try_cast(({k.source_sql}) AS {t})" for k, t in usable]
+    all_typed = bool(keys) and len(usable) == len(keys)
+    if all_typed:
+        # the key tuple in the comparison's types (a cast to the same type is removed by Spark)
         exprs += [f"count(DISTINCT {', '.join(typed)})",
                   "count_if(" + " AND ".join(f"{t} IS NOT NULL" for t in typed) + ")"]
     row = spark.sql(f"SELECT {', '.join(exprs)} FROM {src_view} AS {q(s_alias)}").collect()[0]
@@ -138,8 +164,10 @@ def _summarise_source(spark, src_view: str, s_alias: str, keys, target_types: di
     out = {}
     to_collect = []
     null_safe_with_nulls = False
-    for i, k in enumerate(keys):
+    for i, (k, t) in enumerate(usable):
         count, lo, hi, has_null = row[1 + 4 * i: 5 + 4 * i]
+        if t.upper() == "TIMESTAMP":
+            lo, hi = (None if x is None else _Micros(x) for x in (lo, hi))
         has_null = bool(has_null)
         null_safe_with_nulls = null_safe_with_nulls or (k.null_safe and has_null)
         if count == 0:
@@ -150,13 +178,15 @@ def _summarise_source(spark, src_view: str, s_alias: str, keys, target_types: di
             to_collect.append((i, k, has_null))
         else:
             out[k.target_column] = KeyRange(lo, hi, int(count), has_null)
-    unique = bool(keys) and all(typed) and not null_safe_with_nulls and row[-2] == row[-1]
+    unique = all_typed and not null_safe_with_nulls and row[-2] == row[-1]
     if to_collect:
         # every set is known to hold at most KEY_SET_LIMIT values: one bounded job for all keys
-        sets = ", ".join(f"collect_set(({k.source_sql}))" for _, k, _ in to_collect)
+        sets = ", ".join(f"collect_set({values[i]})" for i, _, _ in to_collect)
         got = spark.sql(f"SELECT {sets} FROM {src_view} AS {q(s_alias)}").collect()[0]
-        for (i, k, has_null), values in zip(to_collect, got):
-            out[k.target_column] = list(values) + ([None] if has_null else [])
+        for (i, k, has_null), collected in zip(to_collect, got):
+            if usable[i][1].upper() == "TIMESTAMP":
+                collected = [_Micros(x) for x in collected]
+            out[k.target_column] = list(collected) + ([None] if has_null else [])
     return SourceSummary(out, n_source, unique)
 
 

@@ -24,6 +24,7 @@ from isolde.executor.jobs import executes
 from isolde.executor.results import QueryResult
 from isolde.executor.scan import prune_files, scan
 from isolde.grammar import ast
+from isolde.grammar.dialect import DIALECT, sql as render_sql
 from isolde.planner.resolve import table_references
 
 
@@ -65,7 +66,7 @@ def _tree_of(query) -> exp.Expression:
         return query
     import sqlglot
 
-    return sqlglot.parse_one(query, read="databricks")
+    return sqlglot.parse_one(query, read=DIALECT)
 
 
 def bind_query(ctx, query, pinned: Optional[dict] = None, prune: bool = True) -> BoundQuery:
@@ -90,7 +91,7 @@ def bind_query(ctx, query, pinned: Optional[dict] = None, prune: bool = True) ->
                 tree_pred = use.predicates[0]
                 for more in use.predicates[1:]:
                     tree_pred = exp.and_(tree_pred, more)
-                pred_sql = tree_pred.sql(dialect="spark")
+                pred_sql = render_sql(tree_pred)
                 files = prune_files(snapshot, tree_pred, all_files, alias=use.alias,
                                     table_name=use.node.name)
             df = scan(ctx, snapshot, handle.path, files)
@@ -115,7 +116,7 @@ def bind_query(ctx, query, pinned: Optional[dict] = None, prune: bool = True) ->
                 qualified.append((tuple(p.lower() for p in use.ref.parts), use.node.name))
             use.node.replace(replacement)
         _strip_qualifiers(tree, qualified)
-        sql = tree.sql(dialect="spark")
+        sql = render_sql(tree)
         df = spark.sql(sql)
     finally:
         for view in views:

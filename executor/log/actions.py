@@ -8,6 +8,7 @@ without losing another engine's annotations. Unknown action types are ignored by
 
 from __future__ import annotations
 
+import decimal
 import json
 import time
 import uuid
@@ -229,6 +230,22 @@ class AddFile:
                     parsed = None
             cached = (self.stats, parsed)
             self.__dict__["_stats_cache"] = cached
+        return cached[1]
+
+    @property
+    def exact_stats(self) -> dict | None:
+        """The stats with every non-integer number as a Decimal, exactly as written (a decimal
+        column's bounds must not pass through a binary float on their way to a comparison)."""
+        cached = self.__dict__.get("_exact_stats_cache")
+        if cached is None or cached[0] is not self.stats:
+            parsed = None
+            if self.stats:
+                try:
+                    parsed = json.loads(self.stats, parse_float=decimal.Decimal)
+                except ValueError:
+                    parsed = None
+            cached = (self.stats, parsed)
+            self.__dict__["_exact_stats_cache"] = cached
         return cached[1]
 
     @property

@@ -128,7 +128,11 @@ def test_missing_stats_and_all_null_columns():
     assert not may("id = 1", all_null) and may("id IS NULL", all_null) and not may("id IS NOT NULL", all_null)
     assert may("p IS NULL", all_null) and not may("p = 'x'", all_null) and not may("p <> 'x'", all_null)
     truncated = file_with({"p": "x", "n": "1"}, name=("a" * 32, "a" * 31 + "b" + "\U0010ffff"))
-    assert may("name = '" + "a" * 31 + "c'", truncated)
+    # a truncated max bounds the values' 32-character prefix: a longer value sharing the prefix
+    # may match, one whose prefix is larger cannot
+    assert may("name = '" + "a" * 31 + "b" + "\U0010ffff" * 3 + "z'", truncated)
+    assert may("name > '" + "a" * 31 + "bzzz'", truncated)
+    assert not may("name = '" + "a" * 31 + "c'", truncated)
 
 
 def test_split_partition_predicate():

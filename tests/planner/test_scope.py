@@ -193,7 +193,9 @@ def test_merge_join_keys():
 
 def test_key_predicate_literals():
     assert key_predicate("id", [2.5]) == "id = 2.5D"
-    assert key_predicate("id", [float("nan")]) is None
+    # NaN is a value Spark joins on (NaN = NaN) and orders last: written as a typed literal
+    assert key_predicate("id", [float("nan")]) == "id = CAST('NaN' AS DOUBLE)"
+    assert key_predicate("id", [float("nan"), 1.5, -2.0], threshold=2) == "id BETWEEN -2.0D AND CAST('NaN' AS DOUBLE)"
     assert key_predicate("weird col", [1]) == "`weird col` = 1"
     assert key_predicate("b", [b"\x01\xff"]) == "b = X'01FF'"
     assert key_predicate("flag", [True, False]) == "flag IN (FALSE, TRUE)"

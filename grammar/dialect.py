@@ -1,0 +1,115 @@
+"""isolde's sqlglot dialect: Databricks SQL as Spark reads it, names included.
+
+sqlglot's Databricks dialect refuses column names that Spark accepts (``minus``, ``qualify``,
+``rlike``, ``values``, ``optimize``, ``xor`` ...) and, worse, renders a name back without
+quotes even when it is spelled like a keyword, so text isolde generates did not parse
+again. This dialect:
+
+* reads names that are keywords somewhere as names where Spark does: a bare word from
+  :data:`BARE_NAME_WORDS` followed by an operator, a comma, a parenthesis or the end is a
+  column (``WHERE minus = 1``, ``SET rlike = 2``); Delta's command words (OPTIMIZE, VACUUM)
+  and words Spark does not know (XOR) are plain names;
+* quotes, on output, every identifier spelled like a keyword of its tokenizer, so generated
+  SQL always parses back with the same names, in this dialect and in Spark (which reads
+  any of its own keywords as a name when it is quoted, and most when it is not).
+
+Use :data:`DIALECT` for parsing and :func:`sql` for rendering; never the plain "databricks"
+or "spark" names.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.databricks import Databricks
+from sqlglot.tokens import TokenType
+
+_SIMPLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+#: Words that stop being keywords: Delta / Spark command words isolde parses itself, and
+#: sqlglot keywords Spark does not have (``a XOR b`` is not Spark SQL).
+_PLAIN_WORDS = ("OPTIMIZE", "VACUUM", "CALL", "PREPARE", "EXPLAIN", "XOR")
+
+#: Spark non-reserved words sqlglot's parser refuses as a column: read as a name when what
+#: follows can only follow an operand.
+BARE_NAME_WORDS = ("MINUS", "EXCEPT", "QUALIFY", "TABLESAMPLE", "LIKE", "ILIKE", "RLIKE", "REGEXP", "VALUES",
+                   "SHOW", "RENAME", "EXECUTE", "ALTER", "DROP", "INSERT", "REVOKE", "ROLLBACK", "UNCACHE",
+                   "SERDEPROPERTIES", "IF")
+
+_FOLLOWERS = frozenset({
+    TokenType.EQ, TokenType.NEQ, TokenType.LT, TokenType.LTE, TokenType.GT, TokenType.GTE,
+    TokenType.NULLSAFE_EQ, TokenType.PLUS, TokenType.DASH, TokenType.STAR, TokenType.SLASH, TokenType.MOD,
+    TokenType.R_PAREN, TokenType.COMMA, TokenType.DOT, TokenType.IS, TokenType.IN, TokenType.BETWEEN,
+    TokenType.AND, TokenType.OR, TokenType.LIKE, TokenType.ILIKE, TokenType.RLIKE, TokenType.NOT,
+    TokenType.FROM, TokenType.ALIAS, TokenType.THEN, TokenType.ELSE, TokenType.END, TokenType.WHEN,
+    TokenType.ASC, TokenType.DESC, TokenType.DPIPE, TokenType.AMP, TokenType.PIPE, TokenType.CARET,
+    TokenType.SEMICOLON, TokenType.R_BRACKET,
+})
+
+
+class Isolde(Databricks):
+    class Tokenizer(Databricks.Tokenizer):
+        KEYWORDS = {k: v for k, v in Databricks.Tokenizer.KEYWORDS.items() if k not in _PLAIN_WORDS}
+        COMMANDS = Databricks.Tokenizer.COMMANDS - {TokenType.SHOW, TokenType.EXECUTE, TokenType.RENAME}
+
+    class Parser(Databricks.Parser):
+        BARE_NAME_TOKENS = frozenset(
+            Databricks.Tokenizer.KEYWORDS[w] for w in BARE_NAME_WORDS if w in Databricks.Tokenizer.KEYWORDS
+        )
+
+        def _parse_unary(self):
+            curr, nxt = self._curr, self._next
+            if (curr is not None and curr.token_type in self.BARE_NAME_TOKENS
+                    and (nxt is None or nxt.token_type in _FOLLOWERS)):
+                self._advance()
+                column = exp.Column(this=exp.Identifier(this=curr.text, quoted=False))
+                return self._parse_column_ops(column)
+            return super()._parse_unary()
+
+    class Generator(Databricks.Generator):
+        def identifier_sql(self, expression: exp.Identifier) -> str:
+            if not expression.quoted and needs_quotes(expression.name):
+                expression = exp.Identifier(this=expression.name, quoted=True)
+            return super().identifier_sql(expression)
+
+
+DIALECT = Isolde()
+
+
+def needs_quotes(name: str) -> bool:
+    """Must ``name`` be quoted to read back as a name? Yes when it is not a plain word, or it
+    is a tokenizer keyword that does not read back as a plain column in every position a
+    generated name takes (``w = 1``, ``w + 1``, ``t.w``, ``SELECT w FROM t``) -- worked out by
+    parsing, once per keyword, so it follows the installed sqlglot."""
+    if not _SIMPLE_NAME.match(name):
+        return True
+    return name.upper() in Isolde.Tokenizer.KEYWORDS and not _reads_as_column(name.lower())
+
+
+@functools.lru_cache(maxsize=None)
+def _reads_as_column(w: str) -> bool:
+    try:
+        eq = sqlglot.parse_one(f"{w} = 1", read=DIALECT, into=exp.Condition)
+        add = sqlglot.parse_one(f"{w} + 1 > 0", read=DIALECT, into=exp.Condition)
+        dotted = sqlglot.parse_one(f"t.{w} = 1", read=DIALECT, into=exp.Condition)
+        select = sqlglot.parse_one(f"SELECT {w}, 1 FROM t WHERE {w} IS NULL", read=DIALECT)
+    except Exception:
+        return False
+
+    def is_col(node, table=""):
+        return isinstance(node, exp.Column) and node.name == w and node.table == table and not node.this.quoted
+
+    return (isinstance(eq, exp.EQ) and is_col(eq.this)
+            and isinstance(add, exp.GT) and isinstance(add.this, exp.Add) and is_col(add.this.this)
+            and isinstance(dotted, exp.EQ) and is_col(dotted.this, "t")
+            and isinstance(select, exp.Select) and is_col(select.expressions[0])
+            and isinstance(select.args.get("where").this, exp.Is) and is_col(select.args["where"].this.this))
+
+
+def sql(tree: exp.Expression) -> str:
+    """Render a sqlglot tree as Spark SQL that parses back to the same tree (names quoted
+    where they are spelled like keywords)."""
+    return tree.sql(dialect=DIALECT)
