@@ -45,6 +45,7 @@ from pyspark.sql import DataFrame, functions as F
 from isolde.errors import AnalysisError
 from isolde.executor import schema as S
 from isolde.executor.scan import FILE_COL, ROW_COL, scan
+from isolde.executor.target_reads import statement_reads_target
 from isolde.grammar.dialect import sql as render_sql
 
 ACTION_COL = "_isolde_action"
@@ -785,7 +786,8 @@ def run_update_delete(ctx, stmt, is_update: bool):
     operation = "UPDATE" if is_update else "DELETE"
     where_sql = stmt.where.sql if stmt.where is not None else None
     parameters = {"predicate": predicates_json([where_sql] if where_sql else [])}
-    scope = conflict_scope(stmt, target.column_types, target.partition_columns, **target.scope_flags())
+    scope = conflict_scope(stmt, target.column_types, target.partition_columns, **target.scope_flags(),
+                           target_read=statement_reads_target(ctx, target.path, stmt))
     files = read_scope(target, scope)
     alias = stmt.alias or (stmt.table.parts[-1] if stmt.table.parts else "t")
     struct = target.struct

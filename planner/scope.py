@@ -257,6 +257,7 @@ def conflict_scope(
     deletion_vectors: bool = False,
     clustered: bool = False,
     large_set_threshold: int = LARGE_SET_THRESHOLD,
+    target_read: Optional[str] = None,
 ) -> ConflictScope:
     """The conflict scope of an UPDATE / DELETE / MERGE / INSERT statement.
 
@@ -265,10 +266,15 @@ def conflict_scope(
     ``source_key_values``: for MERGE, target join column -> the source's key values (a
     sequence, or a :class:`KeyRange`), as computed by the executor for
     :func:`merge_join_keys`. ``source_columns``: the MERGE source's column names (lets
-    unqualified columns be attributed).
+    unqualified columns be attributed). ``target_read``: why the executor found that another
+    part of the statement reads the target under another name (its path, a view over it);
+    the scope is then the whole table, since which rows that read saw is not known here.
     """
     partition_columns = list(partition_columns)
     b = _Builder(partition_columns, deletion_vectors, clustered)
+    if target_read and not isinstance(stmt, ast.Insert):
+        b.whole = True
+        b.note(f"{target_read} (read elsewhere in the statement): whole table")
     names, types = _columns(table_columns)
     if isinstance(stmt, (ast.Update, ast.Delete)):
         alias = target_alias or stmt.alias
@@ -284,7 +290,7 @@ def conflict_scope(
         return _merge_scope(stmt, names, types, b, target_alias, source_key_values, source_columns,
                             large_set_threshold)
     if isinstance(stmt, ast.Insert):
-        return _insert_scope(stmt, names, types, b)
+        return _insert_scope(stmt, names, types, b, target_read)
     raise TypeError(f"no conflict scope for {type(stmt).__name__}")
 
 
@@ -449,7 +455,7 @@ def _merge_scope(stmt: ast.Merge, names, types, b: _Builder, target_alias, sourc
     return b.finish(scope)
 
 
-def _insert_scope(stmt: ast.Insert, names, types, b: _Builder) -> ConflictScope:
+def _insert_scope(stmt: ast.Insert, names, types, b: _Builder, target_read: Optional[str] = None) -> ConflictScope:
     target_key = _table_key(stmt.table)
     reads: list[Optional[str]] = []
     source_tree = stmt.source.tree if stmt.source is not None else None
@@ -458,6 +464,9 @@ def _insert_scope(stmt: ast.Insert, names, types, b: _Builder) -> ConflictScope:
     if source_tree is not None:
         refs = [t for t in source_tree.find_all(exp.Table) if resolver_t.is_target_table(t)]
     if not refs and any(_same_table(t, stmt.table) for t in getattr(stmt.source, "tables", ())):
+        refs = [None]
+    if not refs and target_read:
+        b.note(f"{target_read}: whole table")
         refs = [None]
     for table in refs:
         reads.append(_self_select_scope(table, names, types, b, target_key))

@@ -27,6 +27,7 @@ from isolde.executor.jobs import executes
 from isolde.executor.jobs.query import bind_query
 from isolde.executor.results import CommitResult, PreparedWrite
 from isolde.executor.scan import scan
+from isolde.executor.target_reads import dataframe_reads
 from isolde.executor.writer import SEP, VIOLATION_MARK, conform, identity_metadata_update, write_files
 from isolde.grammar import ast
 from isolde.grammar.dialect import DIALECT
@@ -85,6 +86,9 @@ def run_insert(ctx, stmt: ast.Insert) -> PreparedWrite:
     bound = bind_query(ctx, stmt.source, pinned={handle.path: snap})
     self_reads = [t for t in bound.tables if t.path == handle.path and t.version == snap.version
                   and t.snapshot is snap]
+    elsewhere = None if self_reads else dataframe_reads(bound.df, handle.path)
+    if elsewhere is not None:  # through a Spark view or DataFrame over the target
+        txn.read_whole_table()
     if self_reads:
         scope_pred = _self_read_scope(stmt, struct, parts)
         for t in self_reads:
@@ -182,7 +186,7 @@ def run_insert(ctx, stmt: ast.Insert) -> PreparedWrite:
                     copied = rewritten.num_rows
                     staged.extend(rewritten.staged_paths)
         else:
-            if not self_reads:
+            if not self_reads and elsewhere is None:
                 txn.set_blind_append()
     except BaseException:
         _remove(staged)

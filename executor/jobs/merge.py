@@ -47,6 +47,7 @@ from isolde.executor import schema as S
 from isolde.executor.dml import ACTION_COL, DELETE, INSERT, KEEP, UPDATE, q
 from isolde.executor.jobs import executes
 from isolde.executor.scan import FILE_COL, ROW_COL, scan
+from isolde.executor.target_reads import statement_reads_target
 from isolde.grammar import ast
 
 SRC_FLAG = "__isolde_src"
@@ -283,7 +284,8 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     summary = _summarise_source(spark, src_view, s_alias, keys, types)
     key_values, n_source = summary.key_values, summary.rows
     scope = conflict_scope(stmt, types, target.partition_columns, stmt.target_alias, key_values,
-                           source_columns=src_cols, **target.scope_flags())
+                           source_columns=src_cols, **target.scope_flags(),
+                           target_read=statement_reads_target(ctx, target.path, stmt))
     files = dml.read_scope(target, scope)
     by_path = {a.path: a for a in files}
 

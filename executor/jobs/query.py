@@ -23,6 +23,7 @@ from isolde.errors import AnalysisError
 from isolde.executor.jobs import executes
 from isolde.executor.results import QueryResult
 from isolde.executor.scan import prune_files, scan
+from isolde.executor.target_reads import statement_reads_target
 from isolde.grammar import ast
 from isolde.grammar.dialect import DIALECT, sql as render_sql
 from isolde.planner.resolve import table_references
@@ -69,6 +70,16 @@ def _tree_of(query) -> exp.Expression:
     return sqlglot.parse_one(query, read=DIALECT)
 
 
+def _spark_view(spark, ref: ast.TableRef) -> bool:
+    """Is ``ref`` a temp view the user registered in Spark (not an isolde table)?"""
+    if ref.path is not None or len(ref.parts) != 1 or ref.version is not None or ref.timestamp is not None:
+        return False
+    try:
+        return any(t.isTemporary and t.name.lower() == ref.parts[0].lower() for t in spark.catalog.listTables())
+    except Exception:
+        return False
+
+
 def bind_query(ctx, query, pinned: Optional[dict] = None, prune: bool = True) -> BoundQuery:
     spark = ctx.spark
     tree = _tree_of(query).copy()
@@ -79,7 +90,12 @@ def bind_query(ctx, query, pinned: Optional[dict] = None, prune: bool = True) ->
     reads: list[TableRead] = []
     try:
         for i, use in enumerate(uses):
-            handle = ctx.resolve(use.ref)
+            try:
+                handle = ctx.resolve(use.ref)
+            except AnalysisError:
+                if _spark_view(spark, use.ref):
+                    continue  # the user's own temp view (a registered DataFrame): Spark reads it
+                raise
             if pinned and handle.path in pinned and use.ref.version is None and use.ref.timestamp is None:
                 snapshot = pinned[handle.path]
             else:
@@ -244,13 +260,15 @@ def _conflict_scope(ctx, stmt) -> Optional[str]:
     if not isinstance(table, ast.TableRef):
         return None
     try:
-        snap = ctx.snapshot(ctx.resolve(table))
+        handle = ctx.resolve(table)
+        snap = ctx.snapshot(handle)
         struct = S.metadata_schema(snap.metadata)
         config = S.configuration(snap.metadata)
         result = conflict_scope(stmt, [(f.name, f.dataType) for f in struct.fields],
                                 S.partition_columns(snap.metadata),
                                 deletion_vectors=config.get("delta.enableDeletionVectors", "false").lower() == "true",
-                                clustered="delta.clustering" in (snap.domain_metadata or {}))
+                                clustered="delta.clustering" in (snap.domain_metadata or {}),
+                                target_read=statement_reads_target(ctx, handle.path, stmt))
     except Exception:
         return None
     text = result.describe()

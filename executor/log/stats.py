@@ -46,7 +46,7 @@ def _json_bound(arrow_type: pa.DataType, value, is_max: bool):
         return int(value)
     if pa.types.is_floating(arrow_type):
         value = float(value)
-        return None if math.isnan(value) else value
+        return value if math.isfinite(value) else None  # JSON has no NaN / Infinity (delta-rs refuses them)
     if pa.types.is_decimal(arrow_type):
         if not isinstance(value, decimal.Decimal):
             return None
@@ -123,4 +123,4 @@ def file_stats(local_path: str) -> tuple[int, str]:
     """(numRecords, stats JSON) of a Parquet file, reading only its footer."""
     metadata = pq.read_metadata(local_path)
     stats = stats_from_metadata(metadata)
-    return stats["numRecords"], json.dumps(stats, separators=(",", ":"), ensure_ascii=False)
+    return stats["numRecords"], json.dumps(stats, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
