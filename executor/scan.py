@@ -143,13 +143,10 @@ def _arrow_df(spark, table: pa.Table) -> DataFrame:
 
 def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequence] = None, *,
          with_row_ids: bool = False) -> DataFrame:
-    from isolde.executor.log.features import assert_readable
-
     spark = _spark(ctx)
     metadata = snapshot.metadata
     table_path = table_path or snapshot.table_path
-    if snapshot.protocol is not None:
-        assert_readable(snapshot.protocol, metadata, table_path)
+    snapshot.assert_readable()  # the protocol of the version read, not of the latest
     struct = S.metadata_schema(metadata)
     parts = S.partition_columns(metadata)
     part_lower = {p.lower() for p in parts}
@@ -162,11 +159,11 @@ def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequen
     has_dv = any(a.deletion_vector is not None for a in files)
     need_keys = with_row_ids or bool(parts) or has_dv
 
-    mapped = S.column_mapping_mode(metadata) != "none"
-    if mapped:
+    mode = S.column_mapping_mode(metadata)
+    if mode != "none":
         # files hold physical names: read them, then rename / cast back to the logical schema
         phys = S.physical_struct(data_struct)
-        df = spark.read.schema(phys).parquet(*map(_exact, local))
+        df = _read_mapped(spark, phys, list(map(_exact, local)), by_id=mode == "id")
         df = df.select(*[F.col(f"`{p.name}`").cast(f.dataType).alias(f.name) if p.dataType != f.dataType
                          else F.col(f"`{p.name}`").alias(f.name)
                          for p, f in zip(phys.fields, data_struct.fields)],
@@ -188,7 +185,7 @@ def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequen
         lookups[FILE_COL] = [a.path for a in files]
     for p in parts:
         lookups["__p_" + p] = [_partition_value(a.partition_values, physical.get(p, p)) for a in files]
-    deleted = deleted_rows(table_path, files) if has_dv else None
+    deleted = deleted_rows(table_path, files, version=snapshot.version) if has_dv else None
     if not lookups and deleted is None:
         pass  # every vector is empty: no value per file is needed
     elif len(files) > MAP_LOOKUP_MAX_FILES:
@@ -298,17 +295,22 @@ class DeletedRows:
                 .filter(~F.coalesce(bit, F.lit(False))).drop(_ORD, _WORDS))
 
 
-def deleted_rows(table_path: str, files: Sequence) -> Optional[DeletedRows]:
-    """The deleted rows of ``files`` by ordinal; None when no file has one."""
+def deleted_rows(table_path: str, files: Sequence, *, version: Optional[int] = None) -> Optional[DeletedRows]:
+    """The deleted rows of ``files`` by ordinal; None when no file has one. A vector that cannot
+    be read (missing file, bad checksum) is an isolde error naming the table, the version, the
+    data file and the vector."""
     import numpy as np
 
-    from isolde.executor.log.deletion_vectors import read_deletion_vector
+    from isolde.executor.log.deletion_vectors import DeletionVectorError, read_deletion_vector
 
     rows = {}
     for ordinal, add in enumerate(files):
         if add.deletion_vector is None:
             continue
-        bitmap = read_deletion_vector(table_path, add.deletion_vector)
+        try:
+            bitmap = read_deletion_vector(table_path, add.deletion_vector)
+        except DeletionVectorError as e:
+            raise e.in_context(table_path, add.path, version) from e.__cause__
         if len(bitmap):
             rows[ordinal] = np.frombuffer(bitmap.to_array(), dtype=np.uint64).astype(np.int64)
     return DeletedRows(rows) if rows else None
@@ -415,19 +417,68 @@ def partition_dir(spark, parts: list, values: dict) -> str:
     return "/".join(utils.getPartitionPathString(p, _partition_value(values, p)) for p in parts)
 
 
-def _read_file_per_task(spark, schema: T.StructType, base_path: str, paths: list) -> DataFrame:
-    """``spark.read.schema(schema).option("basePath", ...).parquet(*paths)`` through a clone of
-    ``spark`` (same settings, so the same Parquet reader) in which no split packs two files,
-    handed back as a DataFrame of ``spark``: a file relation plans its splits with the conf of
-    the session that read it, so nothing changes for other queries. JVM objects only: a Python
-    SparkSession over the clone could become PySpark's default session."""
+def _read_through_clone(spark, schema: T.StructType, paths: list, conf: dict, unset: Sequence = (),
+                        base_path: Optional[str] = None) -> DataFrame:
+    """``spark.read.schema(schema).parquet(*paths)`` through a clone of ``spark`` with ``conf``
+    set (and ``unset`` removed), handed back as a DataFrame of ``spark``: a file relation plans
+    its splits and builds its Parquet reader with the conf of the session that read it, so
+    nothing changes for other queries. JVM objects only: a Python SparkSession over the clone
+    could become PySpark's default session."""
     clone = spark._jsparkSession.cloneSession()
-    clone.conf().set("spark.sql.files.openCostInBytes", str(1 << 40))
-    clone.conf().unset("spark.sql.files.maxPartitionNum")  # a cap on tasks would pack files again
+    for key, value in conf.items():
+        clone.conf().set(key, value)
+    for key in unset:
+        clone.conf().unset(key)
     jvm = spark._jvm
-    reader = clone.read().schema(spark._jsparkSession.parseDataType(schema.json())).option("basePath", base_path)
+    reader = clone.read().schema(spark._jsparkSession.parseDataType(schema.json()))
+    if base_path is not None:
+        reader = reader.option("basePath", base_path)
     read = reader.parquet(jvm.PythonUtils.toSeq(list(paths)))
     return DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, read.logicalPlan()), spark)
+
+
+def _read_file_per_task(spark, schema: T.StructType, base_path: str, paths: list) -> DataFrame:
+    """``spark.read.schema(schema).option("basePath", ...).parquet(*paths)`` through a clone of
+    ``spark`` (same settings, so the same Parquet reader) in which no split packs two files."""
+    # a cap on tasks would pack files again
+    return _read_through_clone(spark, schema, paths, {"spark.sql.files.openCostInBytes": str(1 << 40)},
+                               unset=("spark.sql.files.maxPartitionNum",), base_path=base_path)
+
+
+FIELD_ID_READ = "spark.sql.parquet.fieldId.read.enabled"
+FIELD_ID_IGNORE_MISSING = "spark.sql.parquet.fieldId.read.ignoreMissing"
+
+
+def _without_field_ids(dt: T.DataType) -> T.DataType:
+    if isinstance(dt, T.StructType):
+        return T.StructType([T.StructField(f.name, _without_field_ids(f.dataType), f.nullable,
+                                           {k: v for k, v in (f.metadata or {}).items() if k != S.PARQUET_FIELD_ID})
+                             for f in dt.fields])
+    if isinstance(dt, T.ArrayType):
+        return T.ArrayType(_without_field_ids(dt.elementType), dt.containsNull)
+    if isinstance(dt, T.MapType):
+        return T.MapType(_without_field_ids(dt.keyType), _without_field_ids(dt.valueType), dt.valueContainsNull)
+    return dt
+
+
+def _read_mapped(spark, phys: T.StructType, paths: list, *, by_id: bool) -> DataFrame:
+    """The data files of a column-mapped table, read with their physical schema.
+
+    Name mode matches columns by physical name, with no Parquet field ids in the read schema:
+    files written before the table turned column mapping on have none, and Spark refuses a
+    read schema with ids for them. Id mode matches by field id, which Spark does only with
+    ``spark.sql.parquet.fieldId.read.enabled``: set on a clone of the session that reads these
+    files, so the user's session and their other reads are left as they are. An id-mode file
+    without field ids (none should exist: Delta cannot turn id mode on for written data) is
+    refused by Spark rather than read as NULLs."""
+    if not by_id:
+        return spark.read.schema(_without_field_ids(phys)).parquet(*paths)
+    try:
+        return _read_through_clone(spark, phys, paths, {FIELD_ID_READ: "true", FIELD_ID_IGNORE_MISSING: "false"})
+    except Exception:  # not classic Spark (no JVM session to clone): the session's own setting
+        if spark.conf.get(FIELD_ID_READ, "false").lower() != "true":
+            spark.conf.set(FIELD_ID_READ, "true")
+        return spark.read.schema(phys).parquet(*paths)
 
 
 def scan_file_per_task(ctx, snapshot, table_path: str, slices: Sequence) -> Optional[DataFrame]:

@@ -4,6 +4,12 @@ A checkpoint holds the whole table state at one version (protocol, metadata, app
 transaction versions, domain metadata, live files and unexpired tombstones), so a
 reader replays only the JSON commits after it. The schema is the one Delta and
 delta-rs write, so any Delta reader can start from an isolde checkpoint.
+
+isolde writes classic checkpoints and reads every kind: classic, multi-part, and V2
+checkpoints (table feature ``v2Checkpoint``): ``n.checkpoint.<uuid>.json|parquet`` or a
+classic name, holding a ``checkpointMetadata`` action, the non-file actions, and either the
+file actions themselves or ``sidecar`` actions naming Parquet files in ``_delta_log/_sidecars``
+that hold them.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import re
 from collections import OrderedDict
 from itertools import repeat
 from typing import Iterable
+from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,7 +30,14 @@ import pyarrow.parquet as pq
 
 from .actions import AddFile, DeletionVectorDescriptor, DomainMetadata, Metadata, Protocol, RemoveFile, SetTransaction
 
-CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
+CHECKPOINT_RE = re.compile(
+    r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10})\.parquet"  # multi-part (classic only)
+    r"|\.([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})\.(?:parquet|json)"  # V2
+    r"|\.parquet)$"
+)
+SIDECAR_DIR = "_sidecars"
+#: The schema of a metaData action that has none (Delta Live Tables create tables so).
+EMPTY_SCHEMA_STRING = '{"type":"struct","fields":[]}'
 
 _STRING_MAP = pa.map_(pa.string(), pa.string())
 _DV = pa.struct(
@@ -129,6 +143,39 @@ CHECKPOINT_SCHEMA = pa.schema(
 )
 
 _MAP_FIELDS = ("partitionValues", "tags", "configuration", "options")
+
+#: The actions a V2 checkpoint adds to the classic ones.
+V2_ACTIONS_SCHEMA = pa.schema(
+    [
+        pa.field(
+            "checkpointMetadata",
+            pa.struct([pa.field("version", pa.int64()), pa.field("tags", _STRING_MAP)]),
+        ),
+        pa.field(
+            "sidecar",
+            pa.struct(
+                [
+                    pa.field("path", pa.string()),
+                    pa.field("sizeInBytes", pa.int64()),
+                    pa.field("modificationTime", pa.int64()),
+                    pa.field("tags", _STRING_MAP),
+                ]
+            ),
+        ),
+    ]
+)
+_JSON_CHECKPOINT_SCHEMA = pa.schema(list(CHECKPOINT_SCHEMA) + list(V2_ACTIONS_SCHEMA))
+
+
+def json_checkpoint_table(data: bytes) -> pa.Table:
+    """A V2 checkpoint in JSON form as the Arrow table its Parquet form would be (one action a
+    row); fields the checkpoint schema does not know are dropped, as a Parquet checkpoint would."""
+    rows = []
+    for line in (data.decode("utf-8") if isinstance(data, bytes) else data).splitlines():
+        if line.strip():
+            obj = json.loads(line)
+            rows.append({k: v for k, v in obj.items() if k in _JSON_CHECKPOINT_SCHEMA.names})
+    return pa.Table.from_pylist(rows, schema=_JSON_CHECKPOINT_SCHEMA)
 
 
 def checkpoint_name(version: int) -> str:
@@ -444,7 +491,40 @@ def _valid_struct(tables: list[pa.Table], name: str) -> pa.StructArray | None:
                 chunks.append(valid)
     if not chunks:
         return None
-    return pa.concat_arrays(chunks) if len(chunks) > 1 else chunks[0]
+    if len(chunks) == 1:
+        return chunks[0]
+    if any(c.type != chunks[0].type for c in chunks[1:]):
+        chunks = _same_struct_type(chunks)
+    return pa.concat_arrays(chunks)
+
+
+def _same_struct_type(chunks: list) -> list:
+    """Struct arrays from files with different schemas (V2 sidecars and the checkpoint beside
+    them, say) as one struct type: the union of their children, missing ones null; a child whose
+    types disagree goes through Python values (rare: the writers of one table agree)."""
+    fields: dict[str, pa.DataType] = {}
+    clash: set[str] = set()
+    for chunk in chunks:
+        for f in chunk.type:
+            if f.name.endswith("_parsed"):
+                continue  # parsed stats / partition values: never read
+            if f.name in fields and fields[f.name] != f.type:
+                clash.add(f.name)
+            fields.setdefault(f.name, f.type)
+    out = []
+    for chunk in chunks:
+        names = {f.name for f in chunk.type}
+        children, kept = [], []
+        for name, typ in fields.items():
+            if name not in names:
+                children.append(pa.nulls(len(chunk), typ))
+            elif name in clash:
+                children.append(pa.array(chunk.field(name).to_pylist(), typ))
+            else:
+                children.append(chunk.field(name))
+            kept.append(pa.field(name, typ))
+        out.append(pa.StructArray.from_arrays(children, fields=kept, mask=chunk.is_null()))
+    return out
 
 
 def _row_groups_with(metadata: pq.FileMetaData, actions: list[str]) -> list[int] | None:
@@ -479,6 +559,15 @@ _FILES_CACHE: "OrderedDict[tuple, CheckpointFiles]" = OrderedDict()
 FILES_CACHE_SIZE = 4
 
 
+def _read_columns(pf: pq.ParquetFile, present: list[str]) -> list[pa.Table]:
+    if not present:
+        return []
+    groups = _row_groups_with(pf.metadata, present)
+    if groups is None:
+        return [pf.read(columns=present)]
+    return [pf.read_row_groups(groups, columns=present)] if groups else []
+
+
 def clear_checkpoint_cache() -> None:
     _FILES_CACHE.clear()
 
@@ -496,19 +585,38 @@ class CheckpointReader:
         self.paths = paths
         self._read_bytes = read_bytes
         self.identity = identity
+        self._json: dict[str, pa.Table] = {}
+
+    def _sidecar_path(self, path: str) -> str:
+        """A sidecar action's path: relative to ``_delta_log/_sidecars``, or an absolute URI."""
+        if "://" in path or path.startswith("file:"):
+            return unquote(urlparse(path).path)
+        return os.path.join(os.path.dirname(self.paths[0]), SIDECAR_DIR, unquote(path))
 
     def _read(self, columns: tuple[str, ...]) -> list[pa.Table]:
-        """The given action columns, from the row groups that hold any of them."""
+        """The given action columns, from the row groups that hold any of them; the file
+        actions of a V2 checkpoint also from its sidecar files."""
         tables = []
+        sidecars: list[dict] = []
         for path in self.paths:
+            if path.endswith(".json"):  # a V2 checkpoint in JSON
+                table = self._json.get(path)
+                if table is None:
+                    table = self._json[path] = json_checkpoint_table(self._read_bytes(path))
+                tables.append(table.select([c for c in columns if c in table.column_names]))
+                sidecars += _column_rows([table], "sidecar")
+                continue
             pf = pq.ParquetFile(pa.BufferReader(self._read_bytes(path)))
             names = set(pf.schema_arrow.names)
-            present = [c for c in columns if c in names]
-            groups = _row_groups_with(pf.metadata, present)
-            if groups is None:
-                tables.append(pf.read(columns=present))
-            elif groups:
-                tables.append(pf.read_row_groups(groups, columns=present))
+            tables.extend(_read_columns(pf, [c for c in columns if c in names]))
+            if "sidecar" in names:
+                sidecars += _column_rows(_read_columns(pf, ["sidecar"]), "sidecar")
+        file_columns = [c for c in columns if c in ("add", "remove")]
+        if file_columns:
+            for sidecar in sidecars:
+                pf = pq.ParquetFile(pa.BufferReader(self._read_bytes(self._sidecar_path(sidecar["path"]))))
+                names = set(pf.schema_arrow.names)
+                tables.extend(_read_columns(pf, [c for c in file_columns if c in names]))
         return tables
 
     def state(self) -> dict:
@@ -527,6 +635,9 @@ class CheckpointReader:
                     _FILES_CACHE.popitem(last=False)
         protocols = _column_rows(tables, "protocol")
         metadatas = _column_rows(tables, "metaData")
+        if metadatas and metadatas[-1].get("schemaString") is None:
+            # a table created without columns (as the log's own replay reads it: no columns)
+            metadatas[-1]["schemaString"] = EMPTY_SCHEMA_STRING
         return {
             "protocol": Protocol.from_dict(protocols[-1]) if protocols else None,
             "metadata": Metadata.from_dict(metadatas[-1]) if metadatas else None,
@@ -554,19 +665,27 @@ def checkpoint_part_names(version: int, parts: int | None) -> list[str]:
 
 
 def complete_checkpoints(names: Iterable[str]) -> dict[int, list[str]]:
-    """version -> part names, for checkpoints whose parts are all present."""
+    """version -> part names, for checkpoints whose parts are all present (a classic
+    single-file checkpoint first, else a V2 one, else a complete multi-part one)."""
     singles: dict[int, list[str]] = {}
+    v2: dict[int, list[str]] = {}
     multi: dict[tuple[int, int], set[int]] = {}
     for name in names:
         m = CHECKPOINT_RE.match(os.path.basename(name))
         if not m:
             continue
         version = int(m.group(1))
-        if m.group(2) is None:
+        if m.group(4) is not None:
+            # several V2 checkpoints of one version are equivalent: take one deterministically
+            if version not in v2 or os.path.basename(name) < v2[version][0]:
+                v2[version] = [os.path.basename(name)]
+        elif m.group(2) is None:
             singles[version] = [os.path.basename(name)]
         else:
             multi.setdefault((version, int(m.group(3))), set()).add(int(m.group(2)))
     out = dict(singles)
+    for version, name in v2.items():
+        out.setdefault(version, name)
     for (version, total), parts in multi.items():
         if version not in out and parts == set(range(1, total + 1)):
             out[version] = checkpoint_part_names(version, total)

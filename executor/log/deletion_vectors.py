@@ -20,6 +20,8 @@ from urllib.parse import unquote, urlparse
 
 from pyroaring import BitMap64
 
+from isolde.errors import ExecutionError
+
 from .actions import DeletionVectorDescriptor
 
 RBA_MAGIC = 1681511377
@@ -104,25 +106,68 @@ def dv_file_path(table_path: str, descriptor: DeletionVectorDescriptor) -> str:
     raise ValueError(f"deletion vector storage type {descriptor.storage_type!r} has no file")
 
 
+class DeletionVectorError(ExecutionError, ValueError):
+    """A deletion vector that cannot be read: its file is missing, or its size, checksum or
+    cardinality disagree with the log. ``in_context`` names the table, version and data file."""
+
+    def __init__(self, problem: str, dv_path: str | None, *, error_class: str, sqlstate: str = "XXKDS"):
+        self.problem = problem  # a predicate: "does not exist", "fails its CRC-32 checksum", ...
+        self.dv_path = dv_path
+        self.table_path = self.data_file = self.version = None
+        super().__init__(f"The {self._vector()} {problem}.", error_class=error_class, sqlstate=sqlstate)
+
+    def _vector(self) -> str:
+        return f"deletion vector file {self.dv_path}" if self.dv_path else "inline deletion vector"
+
+    def in_context(self, table_path: str, data_file: str, version: int | None = None) -> "DeletionVectorError":
+        """The same error, its message naming the table, the version and the data file."""
+        out = DeletionVectorError(self.problem, self.dv_path, error_class=self.error_class, sqlstate=self.sqlstate)
+        subject = f"version {version} of table {table_path}" if version is not None and version >= 0 \
+            else f"table {table_path}"
+        message = f"Cannot read {subject}: the {self._vector()} of data file {data_file} {self.problem}."
+        if self.error_class == "DELTA_FILE_NOT_FOUND_DETAILED":
+            message += " Was it deleted outside Delta, by hand or by a VACUUM with too short a retention?"
+        out.message, out.args = message, (message,)
+        out.table_path, out.data_file, out.version = table_path, data_file, version
+        return out
+
+
 def read_deletion_vector(table_path: str, descriptor: DeletionVectorDescriptor) -> BitMap64:
-    """The deleted row positions a descriptor points to; checks size, CRC and cardinality."""
+    """The deleted row positions a descriptor points to; checks size, CRC and cardinality
+    (DeletionVectorError, also a ValueError, when any disagrees or the file is missing)."""
+    path = None
     if descriptor.is_inline:
         payload = z85_decode(descriptor.path_or_inline_dv)[: descriptor.size_in_bytes]
     else:
         offset = descriptor.offset or 1
-        with open(dv_file_path(table_path, descriptor), "rb") as fh:
-            fh.seek(offset)
-            head = fh.read(4)
-            (size,) = struct.unpack(">i", head)
-            if size != descriptor.size_in_bytes:
-                raise ValueError(f"deletion vector size {size} != descriptor size {descriptor.size_in_bytes}")
-            payload = fh.read(size)
-            (crc,) = struct.unpack(">I", fh.read(4))
-        if zlib.crc32(payload) & 0xFFFFFFFF != crc:
-            raise ValueError("deletion vector checksum mismatch")
-    bitmap = deserialize_bitmap(payload)
+        path = dv_file_path(table_path, descriptor)
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(offset)
+                head = fh.read(4)
+                if len(head) < 4:
+                    raise DeletionVectorError(f"ends before its offset {offset}", path,
+                                              error_class="DELTA_DELETION_VECTOR_SIZE_MISMATCH")
+                (size,) = struct.unpack(">i", head)
+                if size != descriptor.size_in_bytes:
+                    raise DeletionVectorError(f"has size {size} where the log says {descriptor.size_in_bytes}",
+                                              path, error_class="DELTA_DELETION_VECTOR_SIZE_MISMATCH")
+                payload = fh.read(size)
+                tail = fh.read(4)
+        except FileNotFoundError as e:
+            raise DeletionVectorError("does not exist", path, error_class="DELTA_FILE_NOT_FOUND_DETAILED",
+                                      sqlstate="42K03") from e
+        if len(tail) < 4 or zlib.crc32(payload) & 0xFFFFFFFF != struct.unpack(">I", tail)[0]:
+            raise DeletionVectorError("fails its CRC-32 checksum", path,
+                                      error_class="DELTA_DELETION_VECTOR_CHECKSUM_MISMATCH")
+    try:
+        bitmap = deserialize_bitmap(payload)
+    except ValueError as e:
+        raise DeletionVectorError(f"is not a RoaringBitmapArray ({e})", path,
+                                  error_class="DELTA_DELETION_VECTOR_INVALID_ROW_INDEX") from e
     if len(bitmap) != descriptor.cardinality:
-        raise ValueError(f"deletion vector cardinality {len(bitmap)} != descriptor {descriptor.cardinality}")
+        raise DeletionVectorError(f"holds {len(bitmap)} rows where the log says {descriptor.cardinality}", path,
+                                  error_class="DELTA_DELETION_VECTOR_CARDINALITY_MISMATCH")
     return bitmap
 
 

@@ -20,6 +20,7 @@ from isolde.errors import VersionNotFoundError
 
 from .actions import CommitInfo, now_ms, parse_commit
 from .checkpoint import (
+    EMPTY_SCHEMA_STRING,
     CheckpointReader,
     checkpoint_bytes,
     checkpoint_name,
@@ -28,7 +29,7 @@ from .checkpoint import (
     complete_checkpoints,
     parse_last_checkpoint,
 )
-from .features import assert_readable, assert_writable, retention_ms
+from .features import assert_writable, retention_ms
 from .snapshot import ReplayState, Snapshot
 from .store import LocalLogStore, LogStore
 
@@ -60,6 +61,38 @@ def _to_ms(timestamp) -> int:
     if isinstance(timestamp, dt.date):
         return _to_ms(dt.datetime(timestamp.year, timestamp.month, timestamp.day))
     raise TypeError(f"cannot use {timestamp!r} as a timestamp")
+
+
+def _parse_commit(data: bytes, version: int, table_path: str) -> list:
+    """The actions of one commit file; an isolde error naming the version when it is malformed.
+
+    A ``metaData`` without ``schemaString`` (Databricks' Delta Live Tables create a table so,
+    before it has columns) is read as a table with no columns, as delta-rs does.
+    """
+    try:
+        return parse_commit(data)
+    except (KeyError, TypeError, ValueError) as first:
+        error = first
+    try:
+        lines = []
+        for line in (data.decode("utf-8") if isinstance(data, bytes) else data).splitlines():
+            if line.strip():
+                obj = json.loads(line)
+                meta = obj.get("metaData")
+                if isinstance(meta, dict) and meta.get("schemaString") is None:
+                    obj["metaData"] = {**meta, "schemaString": EMPTY_SCHEMA_STRING}
+                lines.append(json.dumps(obj))
+        return parse_commit("\n".join(lines))
+    except (KeyError, TypeError, ValueError):
+        pass
+    from isolde.errors import ExecutionError
+
+    detail = f"an action lacks the field {error}" if isinstance(error, KeyError) else str(error)
+    raise ExecutionError(
+        f"Cannot read version {version} of table {table_path}: its commit file is not a valid Delta commit ({detail}).",
+        error_class="DELTA_STATE_RECOVER_ERROR",
+        sqlstate="XXKDS",
+    ) from error
 
 
 class DeltaLog:
@@ -94,7 +127,7 @@ class DeltaLog:
         data = self._read_commit_bytes(version)
         if data is None:
             raise VersionNotFoundError(f"Commit file for version {version} of {self.table_path} does not exist.")
-        return parse_commit(data)
+        return _parse_commit(data, version, self.table_path)
 
     def _last_checkpoint_info(self) -> dict | None:
         try:
@@ -165,13 +198,13 @@ class DeltaLog:
         if not pending:
             return base
         state = base._state.copy()
-        for _, data in pending:
-            state.apply(parse_commit(data))
+        for number, data in pending:
+            state.apply(_parse_commit(data, number, self.table_path))
         return self._finish(version, state)
 
     def _finish(self, version: int, state: ReplayState) -> Snapshot:
-        if state.protocol is not None:
-            assert_readable(state.protocol, state.metadata, self.table_path)
+        # no protocol check here: a snapshot isolde cannot read still has a version, a protocol
+        # and a history; Snapshot.all_files refuses its data (Snapshot.assert_readable)
         ts = None
         if state.last_commit_info is not None:
             ci = state.last_commit_info
@@ -185,7 +218,11 @@ class DeltaLog:
         checkpoint_version = -1
         info = self._last_checkpoint_info()
         if info is not None and (version is None or info["version"] <= version):
-            names = checkpoint_part_names(info["version"], info.get("parts"))
+            v2 = info.get("v2Checkpoint")
+            if isinstance(v2, dict) and isinstance(v2.get("path"), str):
+                names = [os.path.basename(v2["path"])]  # a V2 checkpoint (UUID-named)
+            else:
+                names = checkpoint_part_names(info["version"], info.get("parts"))
             if all(self.store.exists(os.path.join(self.log_path, n)) for n in names):
                 checkpoint_names, checkpoint_version = names, info["version"]
         if checkpoint_names is None and version is not None:
@@ -225,7 +262,7 @@ class DeltaLog:
                     )
                 )
             current += 1
-            state.apply(parse_commit(data))
+            state.apply(_parse_commit(data, current, self.table_path))
         if current < 0:
             return Snapshot(self, -1, state, None)
         return self._finish(current, state)
@@ -295,7 +332,7 @@ class DeltaLog:
             data = self._read_commit_bytes(version)
             if data is None:
                 break
-            info = next((a for a in parse_commit(data) if isinstance(a, CommitInfo)), None)
+            info = next((a for a in _parse_commit(data, version, self.table_path) if isinstance(a, CommitInfo)), None)
             entry = {"version": version}
             entry.update(info.to_dict() if info is not None else {})
             if entry.get("timestamp") is None:
@@ -340,5 +377,6 @@ class DeltaLog:
 
         snap = snapshot if snapshot is not None else self.update()
         if snap.protocol is not None:
-            assert_writable(snap.protocol, snap.metadata, self.table_path)
+            assert_writable(snap.protocol, snap.metadata, self.table_path, snap.version)
+        snap.assert_readable()  # every write reads the table (its schema at least)
         return OptimisticTransaction(self, snap, max_attempts=max_attempts or DEFAULT_MAX_ATTEMPTS)

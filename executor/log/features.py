@@ -33,6 +33,11 @@ SUPPORTED_FEATURES: frozenset[str] = frozenset(
     }
 )
 
+#: Features isolde reads but does not write: vacuumProtocolCheck asks nothing of a reader;
+#: v2Checkpoint only changes how checkpoints are stored (UUID-named, with sidecar files),
+#: which the log replay reads.
+READ_ONLY_FEATURES: frozenset[str] = frozenset({"vacuumProtocolCheck", "v2Checkpoint"})
+
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7
 
@@ -44,6 +49,9 @@ _LEGACY_WRITER_FEATURES = {
     5: ("columnMapping",),
     6: ("identityColumns",),
 }
+
+#: Writer features that ask nothing of a writer until a table property turns them on.
+_PROPERTY_ENABLED = frozenset({"changeDataFeed"})
 
 ISOLATION_LEVELS = ("Serializable", "WriteSerializable")
 DEFAULT_ISOLATION_LEVEL = "WriteSerializable"
@@ -78,36 +86,67 @@ def writer_features(protocol: Protocol, metadata: Metadata | None = None) -> set
     return out
 
 
-def assert_readable(protocol: Protocol, metadata: Metadata | None = None, table: str | None = None) -> None:
-    """Refuse to read a table whose protocol needs something isolde cannot honour."""
-    where = f" of table {table}" if table else ""
+def _subject(table: str | None, version: int | None) -> str:
+    """'table X' / 'version 3 of table X' / 'the table' for the messages below."""
+    name = f"table {table}" if table else "the table"
+    return name if version is None or version < 0 else f"version {version} of {name}"
+
+
+def _features(names: list[str], kind: str) -> str:
+    return f"the {kind} feature {names[0]}" if len(names) == 1 else f"the {kind} features {', '.join(names)}"
+
+
+def unsupported_read(protocol: Protocol, metadata: Metadata | None = None) -> str | None:
+    """Why isolde cannot read a table with this protocol and metadata (None: it can)."""
     if protocol.min_reader_version > MAX_READER_VERSION:
-        raise UnsupportedFeatureError(
-            f"The table{where} needs Delta reader version {protocol.min_reader_version}; isolde reads up to {MAX_READER_VERSION}."
-        )
-    missing = sorted(reader_features(protocol, metadata) - SUPPORTED_FEATURES)
+        return f"it needs Delta reader version {protocol.min_reader_version}; isolde reads up to {MAX_READER_VERSION}"
+    missing = sorted(reader_features(protocol, metadata) - SUPPORTED_FEATURES - READ_ONLY_FEATURES)
     if missing:
+        return f"it needs {_features(missing, 'reader')}, which isolde does not support"
+    return None
+
+
+def assert_readable(protocol: Protocol, metadata: Metadata | None = None, table: str | None = None,
+                    version: int | None = None) -> None:
+    """Refuse to read a table (at ``version``) whose protocol needs something isolde cannot honour.
+
+    Only the protocol of the version being read counts: time travel to a version from before
+    a table took on a feature isolde lacks reads that version.
+    """
+    reason = unsupported_read(protocol, metadata)
+    if reason is not None:
+        raise UnsupportedFeatureError(f"Cannot read {_subject(table, version)}: {reason}.")
+
+
+def assert_writable(protocol: Protocol, metadata: Metadata | None = None, table: str | None = None,
+                    version: int | None = None) -> None:
+    """Refuse to write a table whose protocol (that of its latest ``version``, or the one a commit
+    is about to set) needs a writer feature isolde does not implement."""
+    subject = f"table {table}" if table else "the table"
+    it = f"its version {version}" if version is not None and version >= 0 else "it"
+    if protocol.min_writer_version > MAX_WRITER_VERSION:
         raise UnsupportedFeatureError(
-            f"The table{where} needs the reader feature(s) {', '.join(missing)}, which isolde does not support."
+            f"Cannot write to {subject}: {it} needs Delta writer version {protocol.min_writer_version}; "
+            f"isolde writes up to {MAX_WRITER_VERSION}.",
+            error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE",
+        )
+    # a listed feature that only acts once a property enables it (changeDataFeed: a writer of a
+    # table without delta.enableChangeDataFeed writes no change data) needs nothing of a writer
+    # until then; enabling it is a metadata change that this check refuses
+    missing = sorted(f for f in writer_features(protocol, metadata) - SUPPORTED_FEATURES
+                     if f not in _PROPERTY_ENABLED or _feature_active(f, metadata))
+    if missing:
+        read_only = [f for f in missing if f in READ_ONLY_FEATURES]
+        note = f" (isolde reads {', '.join(read_only)} tables but does not write them)" if read_only else ""
+        raise UnsupportedFeatureError(
+            f"Cannot write to {subject}: {it} needs {_features(missing, 'writer')}, "
+            f"which isolde does not support{note}.",
+            error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE",
         )
     if metadata is not None and metadata.configuration.get("delta.columnMapping.mode", "none").lower() == "id":
         raise UnsupportedFeatureError(
-            f"The table{where} uses columnMapping in 'id' mode; isolde reads only 'name' mode."
-        )
-
-
-def assert_writable(protocol: Protocol, metadata: Metadata | None = None, table: str | None = None) -> None:
-    """Refuse to write a table whose protocol needs a writer feature isolde does not implement."""
-    where = f" to table {table}" if table else ""
-    if protocol.min_writer_version > MAX_WRITER_VERSION:
-        raise UnsupportedFeatureError(
-            f"Writing{where} needs Delta writer version {protocol.min_writer_version}; isolde writes up to {MAX_WRITER_VERSION}.",
-            error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE",
-        )
-    missing = sorted(writer_features(protocol, metadata) - SUPPORTED_FEATURES)
-    if missing:
-        raise UnsupportedFeatureError(
-            f"Writing{where} needs the writer feature(s) {', '.join(missing)}, which isolde does not support.",
+            f"Cannot write to {subject}: {it} uses column mapping in 'id' mode, which isolde reads but does "
+            "not write (isolde writes column mapping in 'name' mode).",
             error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE",
         )
 

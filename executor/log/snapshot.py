@@ -14,7 +14,7 @@ from .actions import (
     RemoveFile,
     SetTransaction,
 )
-from .features import checkpoint_interval, isolation_level
+from .features import assert_readable, checkpoint_interval, isolation_level
 
 if TYPE_CHECKING:
     from .checkpoint import CheckpointFiles, CheckpointReader
@@ -187,11 +187,46 @@ class Snapshot:
             self._timestamp = self.log.commit_timestamp(self.version)
         return self._timestamp
 
+    # -- readability
+    def assert_readable(self) -> None:
+        """Refuse to read this version's data when its protocol needs a feature isolde lacks, or
+        when the log up to it has no protocol or metaData (UnsupportedFeatureError / ExecutionError).
+
+        Loading a snapshot never refuses: its version, protocol, metadata and history stay
+        available (time travel needs the latest version number; DESCRIBE HISTORY works), but
+        its files are only handed out once this check passes. Only the protocol of the version
+        being read counts, so an older version from before the table took on a feature isolde
+        does not support can still be read.
+        """
+        if self.version < 0:
+            return
+        state = self._state
+        if state.protocol is None or state.metadata is None:
+            from isolde.errors import ExecutionError
+
+            missing = "protocol" if state.protocol is None else "metaData"
+            raise ExecutionError(
+                f"Cannot read version {self.version} of table {self.table_path}: the log up to that version has "
+                f"no {missing} action (was a file in _delta_log deleted or truncated?).",
+                error_class="DELTA_STATE_RECOVER_ERROR",
+                sqlstate="XXKDS",
+            )
+        assert_readable(state.protocol, state.metadata, self.table_path, self.version)
+
+    @property
+    def readable(self) -> bool:
+        try:
+            self.assert_readable()
+        except Exception:
+            return False
+        return True
+
     # -- files
     @property
     def all_files(self) -> list[AddFile]:
-        """The live AddFiles."""
+        """The live AddFiles (refused, see ``assert_readable``, for a version isolde cannot read)."""
         if self._all_files is None:
+            self.assert_readable()
             self._all_files = self._state.live_files()
         return self._all_files
 
@@ -221,6 +256,7 @@ class Snapshot:
     def tombstones(self) -> list[RemoveFile]:
         """Removed logical files still in the log (checkpoint tombstones + later removes)."""
         if self._tombstones is None:
+            self.assert_readable()
             state = self._state
             merged: dict = {}
             if state.checkpoint is not None:

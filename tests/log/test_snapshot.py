@@ -206,12 +206,19 @@ def test_commit_info_from_other_engines_and_unknown_actions_survive_replay(table
 
 def test_unsupported_features_are_refused(table_path):
     create_table(table_path, protocol=Protocol(3, 7, ["deletionVectors"], ["deletionVectors"]))
-    upgrade = Protocol(3, 7, ["deletionVectors", "v2Checkpoint"], ["deletionVectors", "v2Checkpoint"])
+    upgrade = Protocol(3, 7, ["deletionVectors", "typeWidening"], ["deletionVectors", "typeWidening"])
     with open(os.path.join(table_path, "_delta_log", f"{1:020d}.json"), "wb") as fh:
         fh.write(serialize_commit([CommitInfo(timestamp=int(time.time() * 1000), operation="UPGRADE"), upgrade]))
-    with pytest.raises(UnsupportedFeatureError, match="v2Checkpoint") as info:
-        DeltaLog.for_table(table_path).snapshot()
+    # the snapshot loads (its version, protocol and history stay available); its data is refused
+    snap = DeltaLog.for_table(table_path).snapshot()
+    assert snap.version == 1 and not snap.readable
+    with pytest.raises(UnsupportedFeatureError, match="version 1 of table .*typeWidening") as info:
+        snap.all_files
     assert info.value.error_class == "DELTA_UNSUPPORTED_FEATURES_FOR_READ"
+    with pytest.raises(UnsupportedFeatureError, match="typeWidening"):
+        DeltaLog.for_table(table_path).start_transaction()
+    # the version before the upgrade still reads (time travel)
+    assert DeltaLog.for_table(table_path).snapshot(0).all_files == []
     # a writer-only feature: readable, not writable
     other = table_path + "2"
     write_commit(other, 0, [Protocol(1, 7, None, ["appendOnly", "variantType-preview"]), Metadata(DEFAULT_SCHEMA)])
