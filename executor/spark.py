@@ -60,6 +60,10 @@ JAVA_PROFILES = {
     "throughput": "-XX:+UseParallelGC -XX:-UsePerfData",
     "startup": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:-UsePerfData",
 }
+#: Catalyst analyses and optimises plans recursively: a generated predicate of thousands of
+#: conditions overflowed the default 1 MB thread stack (StackOverflowError, and once the whole
+#: JVM). 64 MB is address space reserved per thread, used only as deep as a plan goes.
+THREAD_STACK = "-Xss64m"
 
 
 def java_options() -> str:
@@ -104,7 +108,7 @@ def log4j2_config_path() -> str:
 
 
 def default_conf(master: Optional[str] = None) -> dict:
-    java_opts = f"{java_options()} -Dlog4j2.configurationFile=file:{log4j2_config_path()}"
+    java_opts = f"{java_options()} {THREAD_STACK} -Dlog4j2.configurationFile=file:{log4j2_config_path()}"
     return {
         "spark.master": master or os.environ.get("ISOLDE_SPARK_MASTER") or "local[*]",
         "spark.app.name": "isolde",

@@ -70,6 +70,16 @@ class Isolde(Databricks):
             return super()._parse_unary()
 
     class Generator(Databricks.Generator):
+        def cast_sql(self, expression: exp.Cast, safe_prefix=None) -> str:
+            """``0.1D`` / ``1e-45F`` stay suffixed literals: as ``CAST(0.000...1 AS FLOAT)`` a
+            literal of more than 38 digits is first a DECIMAL, which Spark refuses."""
+            this, to = expression.this, expression.to
+            if (isinstance(this, exp.Literal) and not this.is_string and not isinstance(expression, exp.TryCast)
+                    and isinstance(to, exp.DataType) and to.this in (exp.DataType.Type.FLOAT, exp.DataType.Type.DOUBLE)
+                    and not expression.args.get("format")):
+                return f"{this.name}{'F' if to.this == exp.DataType.Type.FLOAT else 'D'}"
+            return super().cast_sql(expression, safe_prefix=safe_prefix)
+
         def identifier_sql(self, expression: exp.Identifier) -> str:
             if not expression.quoted and needs_quotes(expression.name):
                 expression = exp.Identifier(this=expression.name, quoted=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 import threading
 
 import sqlglot.errors
@@ -32,6 +33,15 @@ from .dialect import DIALECT as ISOLDE_DIALECT
 from .splitter import COMMENT, STRING, UNTERMINATED
 
 DIALECT = ISOLDE_DIALECT
+
+#: sqlglot parses recursively, about 20 Python frames per level of parentheses: Python's
+#: default limit (1,000) stopped at 49 levels, which generated SQL exceeds. CPython 3.11
+#: does not grow the C stack for Python-to-Python calls, so a higher limit is safe; past it
+#: the statement fails with a ParseError that says so, never a RecursionError.
+RECURSION_LIMIT = 20_000
+MAX_NESTING = RECURSION_LIMIT // 25
+if sys.getrecursionlimit() < RECURSION_LIMIT:
+    sys.setrecursionlimit(RECURSION_LIMIT)
 _KEYWORDS = frozenset(DIALECT.tokenizer_class.KEYWORDS)
 _NAME = r"(?:[A-Za-z_]\w*|`[^`]+`)"
 _SIMPLE_COLUMN = re.compile(rf"{_NAME}(?:\.{_NAME}){{0,3}}")
@@ -197,6 +207,9 @@ def _parse(source: str, token, into):
         offset = token.start_pos + len(info.get("start_context") or "")
         description = _TOKEN_REPR.sub("the end", info.get("description") or str(e))
         raise error_at(source, offset, description, info.get("highlight") or None) from None
+    except RecursionError:
+        raise error_at(source, token.start_pos, f"the expression nests too deeply: isolde parses up to about "
+                       f"{MAX_NESTING} levels of parentheses and subqueries", text.split(None, 1)[0]) from None
     except Exception as e:  # sqlglot's tokenizer and parser raise more than ParseError on bad input
         unterminated = _UNTERMINATED.match(text)
         if unterminated:

@@ -71,16 +71,28 @@ def parse_condition(sql: str) -> exp.Expression:
     return sqlglot.parse_one(sql, read=DIALECT, into=exp.Condition)
 
 
-def conjuncts(tree: Optional[exp.Expression]) -> list[exp.Expression]:
-    """Top-level AND operands (parentheses around a conjunction are looked through)."""
+def operands(tree: Optional[exp.Expression], kind: type = exp.And) -> list[exp.Expression]:
+    """The operands of a chain of ``kind`` (AND / OR), left to right, parentheses looked
+    through. Iterative: generated SQL chains thousands of conditions, deeper than Python's
+    recursion limit."""
     if tree is None:
         return []
-    node = tree
-    while isinstance(node, exp.Paren):
-        node = node.this
-    if isinstance(node, exp.And):
-        return conjuncts(node.this) + conjuncts(node.expression)
-    return [node]
+    out, stack = [], [tree]
+    while stack:
+        node = stack.pop()
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, kind):
+            stack.append(node.expression)
+            stack.append(node.this)
+        else:
+            out.append(node)
+    return out
+
+
+def conjuncts(tree: Optional[exp.Expression]) -> list[exp.Expression]:
+    """Top-level AND operands (parentheses around a conjunction are looked through)."""
+    return operands(tree, exp.And)
 
 
 def is_complex_type(dtype: Any) -> bool:
@@ -262,8 +274,9 @@ class Resolver:
             elif isinstance(node, COMPLEX_ACCESS):
                 a.analysable = False
                 a.reasons.append("access into a struct/array/map value")
+        inner = {id(c) for sub in tree.find_all(*SUBQUERY_NODES) if sub is not tree for c in sub.find_all(exp.Column)}
         for col in tree.find_all(exp.Column):
-            if _inside_subquery(col, tree):
+            if id(col) in inner:  # a subquery's own columns
                 continue
             side, name, nested = self.classify(col)
             if side == "unknown":
@@ -299,15 +312,6 @@ class Resolver:
             if side == "target" and name:
                 out.add(name)
         return out
-
-
-def _inside_subquery(node: exp.Expression, root: exp.Expression) -> bool:
-    parent = node.parent
-    while parent is not None and parent is not root:
-        if isinstance(parent, SUBQUERY_NODES):
-            return True
-        parent = parent.parent
-    return False
 
 
 def and_all(parts: Iterable[str]) -> Optional[str]:

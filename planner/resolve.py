@@ -17,6 +17,8 @@ import sqlglot.expressions as exp
 from isolde.errors import ColumnNotFoundError
 from isolde.grammar import ast
 
+from .predicates import conjuncts
+
 FILE_FORMATS = {"parquet", "csv", "json", "orc", "text", "avro", "binaryfile"}
 
 _NON_DETERMINISTIC = tuple(getattr(exp, n) for n in ("Rand", "Randn", "Uuid", "CurrentTimestamp", "CurrentDate")
@@ -78,16 +80,6 @@ def table_ref_of(node: exp.Table) -> Optional[ast.TableRef]:
 
 def _cte_names(tree: exp.Expression) -> set[str]:
     return {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
-
-
-def conjuncts(node: Optional[exp.Expression]) -> list[exp.Expression]:
-    if node is None:
-        return []
-    while isinstance(node, exp.Paren):
-        node = node.this
-    if isinstance(node, exp.And):
-        return conjuncts(node.left) + conjuncts(node.right)
-    return [node]
 
 
 def _usable(conj: exp.Expression) -> bool:

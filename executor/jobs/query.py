@@ -104,9 +104,7 @@ def bind_query(ctx, query, pinned: Optional[dict] = None, prune: bool = True) ->
             files = all_files
             pred_sql = None
             if prune and use.predicates:
-                tree_pred = use.predicates[0]
-                for more in use.predicates[1:]:
-                    tree_pred = exp.and_(tree_pred, more)
+                tree_pred = exp.and_(*use.predicates)  # copies each conjunct once
                 pred_sql = render_sql(tree_pred)
                 files = prune_files(snapshot, tree_pred, all_files, alias=use.alias,
                                     table_name=use.node.name)

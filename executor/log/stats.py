@@ -21,12 +21,17 @@ STRING_PREFIX_LENGTH = 32
 _TIE_BREAKER = "\U0010ffff"
 
 
-def _format_timestamp(value: dt.datetime, utc: bool, round_up: bool) -> str:
+def _format_timestamp(value: dt.datetime, utc: bool, round_up: bool) -> str | None:
+    """Millisecond precision (a max rounded up; None when that passes year 9999); the year
+    always four digits (strftime writes year 1 as "1")."""
     if value.tzinfo is not None:
         value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
     if round_up and value.microsecond % 1000:
-        value = value + dt.timedelta(microseconds=1000 - value.microsecond % 1000)
-    text = value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}"
+        try:
+            value = value + dt.timedelta(microseconds=1000 - value.microsecond % 1000)
+        except OverflowError:
+            return None
+    text = f"{value.year:04d}-" + value.strftime("%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}"
     return text + ("Z" if utc else "")
 
 

@@ -368,9 +368,26 @@ def _literal_digits(lit: Literal) -> tuple[int, int]:
     return lit.type.precision, lit.type.scale
 
 
+_INTEGRAL_BITS = {3: 8, 5: 16, 10: 32, 20: 64}
+
+
+def _outside_integral_range(lit: Literal, col: SqlType) -> bool:
+    value = lit.value
+    if isinstance(value, tuple):
+        value = value[1]
+    if not isinstance(value, (int, float, decimal.Decimal)) or isinstance(value, bool):
+        return False
+    if isinstance(value, float) and not math.isfinite(value):
+        return True
+    bits = _INTEGRAL_BITS.get(col.precision, 64)
+    return not (-(2 ** (bits - 1)) <= value <= 2 ** (bits - 1) - 1)
+
+
 def domain(col: SqlType, lit: Literal) -> Domain | None:
     """Spark's comparison domain for ``col <op> lit`` (Spark 4 type coercion), or None."""
     c, l = col.family, lit.type.family
+    if c == "integral" and _outside_integral_range(lit, col):
+        return None  # Spark folds such a comparison to a constant at analysis (NULL rows included)
     if c in ("integral", "decimal"):
         if l in ("double", "float"):
             return Domain("double")
@@ -610,9 +627,23 @@ def _exact_bound(col: SqlType, dom: Domain, raw: Any, up: bool):
         value = decimal.Decimal(repr(value))
     if not isinstance(value, (int, decimal.Decimal)):
         return None
-    if col.family == "decimal":  # a statistic printed with noise is rounded outward to the column's scale
-        value = _round(value, col.scale, up)
+    if col.family == "decimal":
+        value = _widen_printed_double(value, up)
+        value = _round(value, col.scale, up)  # a statistic printed with noise: outward to the column's scale
     return _round(value, dom.scale, up)
+
+
+def _widen_printed_double(value, up: bool):
+    """A decimal statistic of more than 15 significant digits that is exactly a double may be a
+    double's rounding of the true bound (delta-rs writes decimal stats as JSON doubles:
+    9007199254740993 became 9007199254740994.0): widen it by one ulp outward."""
+    d = decimal.Decimal(value)
+    if len(d.normalize().as_tuple().digits) <= 15:
+        return value
+    x = float(d)
+    if not math.isfinite(x) or (decimal.Decimal(x) != d and decimal.Decimal(repr(x)) != d):
+        return value  # not a double's printing: an exact decimal
+    return decimal.Decimal(_next(x, up))
 
 
 def _double_bound(col: SqlType, value: Any, up: bool, widen: bool) -> float:
@@ -620,6 +651,8 @@ def _double_bound(col: SqlType, value: Any, up: bool, widen: bool) -> float:
     (``widen``) one ulp outward for floating statistics, whose printing another engine chose."""
     if isinstance(value, float) and math.isnan(value):
         return value
+    if widen and col.family == "decimal" and isinstance(value, (int, decimal.Decimal)):
+        value = _widen_printed_double(value, up)
     x = _to_double_bound(value, up)
     if col.family == "float":
         x = _float32(x)

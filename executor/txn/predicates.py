@@ -20,6 +20,7 @@ from sqlglot import exp
 from isolde.executor.log.actions import AddFile
 from isolde.executor.txn import comparison as C
 from isolde.grammar.dialect import DIALECT, sql as render_sql
+from isolde.planner.predicates import operands
 
 _UNKNOWN = C.UNKNOWN
 
@@ -102,23 +103,14 @@ def referenced_columns(
 
 
 def conjuncts(expression: exp.Expression | None) -> list[exp.Expression]:
-    if expression is None:
-        return []
-    node = expression
-    while isinstance(node, exp.Paren):
-        node = node.this
-    if isinstance(node, exp.And):
-        return conjuncts(node.this) + conjuncts(node.expression)
-    return [node]
+    return operands(expression, exp.And)
 
 
-def _and_all(parts: Sequence[exp.Expression]) -> exp.Expression | None:
+def _and_all(parts: Sequence[exp.Expression], copy: bool = True) -> exp.Expression | None:
+    """AND of ``parts`` (each copied once unless ``copy`` is false: never a copy per link)."""
     if not parts:
         return None
-    out = parts[0]
-    for p in parts[1:]:
-        out = exp.and_(out, p)
-    return out
+    return exp.and_(*parts, copy=copy) if len(parts) > 1 else parts[0]
 
 
 def _is_opaque(expression: exp.Expression) -> bool:
@@ -145,7 +137,8 @@ def split_partition_predicate(
             partition_parts.append(c)
         else:
             data_parts.append(c)
-    return _and_all(partition_parts), _and_all(data_parts)
+    fresh = not isinstance(predicate, exp.Expression)  # parsed here: its nodes may be re-linked
+    return _and_all(partition_parts, copy=not fresh), _and_all(data_parts, copy=not fresh)
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -236,15 +229,19 @@ def _eval(node: exp.Expression, env: _Env) -> tuple[bool, bool]:
 
 
 def _eval_and(node, env):
-    lt, lf = _eval(node.this, env)
-    rt, rf = _eval(node.expression, env)
-    return (lt and rt, lf or rf)
+    can_true, can_false = True, False
+    for part in operands(node, exp.And):  # a chain of thousands: no recursion per link
+        t, f = _eval(part, env)
+        can_true, can_false = can_true and t, can_false or f
+    return (can_true, can_false)
 
 
 def _eval_or(node, env):
-    lt, lf = _eval(node.this, env)
-    rt, rf = _eval(node.expression, env)
-    return (lt or rt, lf and rf)
+    can_true, can_false = False, True
+    for part in operands(node, exp.Or):
+        t, f = _eval(part, env)
+        can_true, can_false = can_true or t, can_false and f
+    return (can_true, can_false)
 
 
 def _eval_not(node, env):
@@ -405,6 +402,17 @@ def file_summaries(add: AddFile, columns: Mapping[str, tuple[str, Any]]) -> dict
     return out
 
 
+def _cached_file_summaries(add: AddFile, columns, key) -> dict[str, ColumnSummary]:
+    """``file_summaries`` kept on the AddFile for its schema: a file is checked against many
+    predicates (data skipping, then each winner's conflict check), and the bounds its summaries
+    derive per comparison domain are cached with them."""
+    cached = add.__dict__.get("_summaries")
+    if cached is None or cached[0] != key or cached[1] is not add.stats:
+        cached = (key, add.stats, file_summaries(add, columns))
+        add.__dict__["_summaries"] = cached
+    return cached[2]
+
+
 def column_types(schema: Mapping[str, Any] | None) -> dict[str, C.SqlType]:
     """lower-cased top-level column name -> its comparison type."""
     if not schema:
@@ -429,6 +437,7 @@ class Predicate:
         self.partition_columns = tuple(partition_columns)
         self.columns = schema_columns(schema)
         self.types = column_types(schema)
+        self._columns_key = tuple(sorted((k, repr(t)) for k, (_, t) in self.columns.items()))
         self.analysable = True
         try:
             expression = parse_predicate(sql)
@@ -462,7 +471,7 @@ class Predicate:
             return False
         if self.data_expression is None:
             return True
-        env = _Env(self.types, self.columns, file_summaries(add, self.columns))
+        env = _Env(self.types, self.columns, _cached_file_summaries(add, self.columns, self._columns_key))
         return _eval(self.data_expression, env)[0]
 
     def filter(self, files: Iterable[AddFile]) -> list[AddFile]:
