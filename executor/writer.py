@@ -369,7 +369,9 @@ def _adopt_files(staging: str, table_path: str, parts: list, result: "WrittenFil
         file_stats = None
 
     for root, dirs, names in os.walk(staging):
-        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+        # Spark's hidden folders (_temporary, .spark-staging): skipped; a partition folder of a
+        # column whose name starts with '_' (`_p=1`) holds rows
+        dirs[:] = [d for d in dirs if not d.startswith((".", "_")) or (d.startswith("_") and "=" in d)]
         for name in names:
             if name.startswith((".", "_")) or not name.endswith(".parquet"):
                 continue

@@ -290,15 +290,7 @@ def _copy(name: str, tmp_path) -> str:
     return target
 
 
-# isolde's writer drops the files of partition folders whose column name starts with "_"
-# (executor/writer.py skips "_..." folders when it collects what Spark wrote, as if they were
-# hidden; Spark itself only hides "_x" names without "="): the INSERT commits no file.
-_UNDERSCORE_PARTITION = pytest.mark.xfail(
-    strict=True, reason="executor/writer.py skips partition folders named _2=...: the INSERT loses its row")
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_UNDERSCORE_PARTITION) if n == "data-reader-escaped-chars"
-                                  else n for n in sorted(WRITES)])
+@pytest.mark.parametrize("name", sorted(WRITES))
 def test_delete_and_insert_round_trip(session, tmp_path, name):
     """DELETE + INSERT through isolde on a copy; delta-rs reads back the same rows as isolde,
     and they are the rows before minus the deleted plus the inserted."""

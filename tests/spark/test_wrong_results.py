@@ -222,3 +222,13 @@ def test_keyword_named_columns_through_update_delete_merge(session, delta_rows, 
     with pytest.raises(E.ParseError) as err:
         s.execute("UPDATE kw SET xor = 1 WHERE select = 1")  # reserved in Spark's ANSI list: quote it
     assert err.value.line == 1 and err.value.column == 29
+
+
+def test_insert_into_a_partition_column_named_with_an_underscore(session, delta_rows, table_path):
+    # its folders are `_p=...`: not hidden files, rows (an INSERT once committed none of them)
+    s = session
+    s.execute("CREATE TABLE u (id INT, _p STRING) PARTITIONED BY (_p)")
+    r = s.execute("INSERT INTO u VALUES (1, 'a'), (2, 'b'), (3, NULL)")
+    assert r.metrics["numOutputRows"] == 3
+    assert rows(s, "SELECT id, _p FROM u") == [(1, "a"), (2, "b"), (3, None)]
+    assert sorted(delta_rows(table_path(s, "u"), ["id"])) == [(1,), (2,), (3,)]
