@@ -114,7 +114,10 @@ class Target:
             return False
 
     def scope_flags(self) -> dict:
-        return {"deletion_vectors": self.deletion_vectors, "clustered": self.clustered}
+        from isolde.executor.log.features import row_level_mode
+
+        return {"deletion_vectors": self.deletion_vectors, "clustered": self.clustered,
+                "row_level_mode": row_level_mode(self.metadata)}
 
 
 def current_database(ctx) -> str:
@@ -664,7 +667,10 @@ def scan_rows(ctx, target: Target, files, with_ids: bool = True) -> DataFrame:
 
 
 def read_scope(target: Target, scope) -> list:
-    """Record the statement's conflict scope through the transaction; returns the candidate files."""
+    """Record the statement's conflict scope through the transaction; returns the candidate files.
+    A row-level eligible scope makes the transaction's conflicts be checked per row."""
+    if scope.row_level_eligible:
+        target.txn.enable_row_level()
     if scope.reads_whole_table or scope.read_predicate is None:
         target.txn.read_whole_table()
         return target.txn.filter_files(None)

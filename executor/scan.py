@@ -346,12 +346,20 @@ def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+#: a TIMESTAMP partition value without an offset is UTC (as delta-rs reads it, and as isolde's
+#: sessions wrote it), never the reading session's zone: the same table must give the same rows
+#: to every session. New values are written with their 'Z' (writer._utc_timestamp_partitions).
+_ZONED = r"(Z|UTC|GMT|[+-][0-9]{1,2}(:?[0-9]{2})?)$"
+
+
 def _partition_sql(text_sql: str, dtype: T.DataType) -> str:
     """``_cast_partition`` as SQL, over the SQL of a string value."""
     if isinstance(dtype, T.StringType):
         return text_sql
     if isinstance(dtype, T.BinaryType):
         return f"encode({text_sql}, 'UTF-8')"
+    if isinstance(dtype, T.TimestampType):
+        text_sql = f"CASE WHEN trim({text_sql}) RLIKE '{_ZONED}' THEN {text_sql} ELSE concat(trim({text_sql}), 'Z') END"
     return f"try_cast({text_sql} AS {dtype.simpleString()})"
 
 
@@ -535,6 +543,9 @@ def _cast_partition(col, dtype: T.DataType):
         return col
     if isinstance(dtype, T.BinaryType):
         return F.encode(col, "UTF-8")
+    if isinstance(dtype, T.TimestampType):
+        text = F.trim(col)
+        col = F.when(text.rlike(_ZONED), text).otherwise(F.concat(text, F.lit("Z")))
     return col.try_cast(dtype) if hasattr(col, "try_cast") else col.cast(dtype)
 
 

@@ -353,7 +353,24 @@ def _physical_frame(df: DataFrame, metadata, parts: list) -> tuple[DataFrame, li
         df = df.select(*cols)
         mapping = S.logical_to_physical(metadata)
         parts = [mapping.get(p, p) for p in parts]
-    return df, parts
+    return _utc_timestamp_partitions(df, parts), parts
+
+
+UTC_PARTITION_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'"
+
+
+def _utc_timestamp_partitions(df: DataFrame, parts: list) -> DataFrame:
+    """TIMESTAMP partition columns as UTC text with a 'Z' (PROTOCOL.md's ISO-8601 form): Spark
+    would name the folder, and so the partition value, in the writer's session time zone, which
+    no reader knows; a value with its offset means the same instant in every session."""
+    lower = {p.lower() for p in parts}
+    stamps = [f.name for f in df.schema.fields if f.name.lower() in lower and isinstance(f.dataType, T.TimestampType)]
+    if not stamps:
+        return df
+    q = lambda n: "`" + n.replace("`", "``") + "`"  # noqa: E731
+    return df.select(*[
+        F.expr(f"date_format(to_utc_timestamp({q(c)}, current_timezone()), \"{UTC_PARTITION_FORMAT}\")").alias(c)
+        if c in stamps else F.col(q(c)) for c in df.columns])
 
 
 def _adopt_files(staging: str, table_path: str, parts: list, result: "WrittenFiles", data_change: bool,

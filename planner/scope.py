@@ -30,8 +30,9 @@ Rules (all err towards conflict: a wider scope is always safe, a narrower one ne
   by the WHERE of each simple ``SELECT ... FROM target [WHERE ...]`` (no joins), otherwise
   the whole table; REPLACE WHERE adds its condition; OVERWRITE reads the static partition
   of its PARTITION clause, or the whole table.
-* ``row_level_eligible``: deletion vectors enabled, no partition columns (or clustered),
-  and every condition analysable.
+* ``row_level_eligible``: deletion vectors enabled, the table's ``isolde.rowLevelConcurrency``
+  mode allows it (auto: no partition columns, or clustered; always: any; off: never), and every
+  condition analysable (not widened to the whole table).
 """
 
 from __future__ import annotations
@@ -80,7 +81,10 @@ class ConflictScope:
             lines.append(f"  reads: rows where {self.read_predicate}")
         if not self.blind_append:
             lines.append(f"  partitions: {self.partition_predicate or 'all'}")
-        lines.append(f"  row-level concurrency: {'eligible' if self.row_level_eligible else 'not eligible'}")
+        if self.blind_append:
+            lines.append("  conflicts: none (a blind append conflicts with nothing)")
+        else:
+            lines.append(f"  conflicts: {'checked per row' if self.row_level_eligible else 'checked per file'}")
         for note in self.notes:
             lines.append(f"  note: {note}")
         return "\n".join(lines)
@@ -153,16 +157,21 @@ def _same_table(a: ast.TableRef, b: ast.TableRef) -> bool:
 
 
 class _Builder:
-    def __init__(self, partition_columns: Iterable[str], deletion_vectors: bool, clustered: bool):
+    def __init__(self, partition_columns: Iterable[str], deletion_vectors: bool, clustered: bool,
+                 row_level_mode: str = "auto"):
         self.partition_columns = {p.lower() for p in partition_columns}
         self.notes: list[str] = []
         self.analysable = True
         self.whole = False
-        self.flags_ok = bool(deletion_vectors) and (clustered or not self.partition_columns)
-        if not deletion_vectors:
+        partitioned = bool(self.partition_columns) and not clustered
+        self.flags_ok = bool(deletion_vectors) and row_level_mode != "off" and (
+            row_level_mode == "always" or not partitioned)
+        if row_level_mode == "off":
+            self.flags_note = "isolde.rowLevelConcurrency = off"
+        elif not deletion_vectors:
             self.flags_note = "deletion vectors are disabled"
-        elif self.partition_columns and not clustered:
-            self.flags_note = "the table is partitioned"
+        elif partitioned and row_level_mode != "always":
+            self.flags_note = "the table is partitioned (isolde.rowLevelConcurrency = always enables it)"
         else:
             self.flags_note = None
 
@@ -188,7 +197,9 @@ class _Builder:
         eligible = self.flags_ok and self.analysable and not self.whole
         notes = list(self.notes)
         if self.flags_note and not self.flags_ok:
-            notes.append(f"row-level concurrency off: {self.flags_note}")
+            notes.append(f"checked per file: {self.flags_note}")
+        elif self.flags_ok and not eligible:
+            notes.append("checked per file: the read is not analysable row by row")
         return ConflictScope(
             read_predicate=read_predicate,
             partition_predicate=partition,
@@ -258,6 +269,7 @@ def conflict_scope(
     clustered: bool = False,
     large_set_threshold: int = LARGE_SET_THRESHOLD,
     target_read: Optional[str] = None,
+    row_level_mode: str = "auto",
 ) -> ConflictScope:
     """The conflict scope of an UPDATE / DELETE / MERGE / INSERT statement.
 
@@ -271,7 +283,7 @@ def conflict_scope(
     the scope is then the whole table, since which rows that read saw is not known here.
     """
     partition_columns = list(partition_columns)
-    b = _Builder(partition_columns, deletion_vectors, clustered)
+    b = _Builder(partition_columns, deletion_vectors, clustered, row_level_mode)
     if target_read and not isinstance(stmt, ast.Insert):
         b.whole = True
         b.note(f"{target_read} (read elsewhere in the statement): whole table")

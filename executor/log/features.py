@@ -240,6 +240,20 @@ def parse_interval_ms(text: str) -> int:
     return int(m.group(1)) * _UNIT_MS[unit]
 
 
+ROW_LEVEL_PROPERTY = "isolde.rowLevelConcurrency"
+#: auto: row level where the reference has it (deletion vectors, no partition columns or
+#: CLUSTER BY); always: partitioned deletion-vector tables too; off: file level only
+ROW_LEVEL_MODES = ("auto", "always", "off")
+
+
+def row_level_mode(metadata) -> str:
+    """The table's row-level concurrency mode (``isolde.rowLevelConcurrency``, default auto)."""
+    if metadata is None:
+        return "auto"
+    value = str(metadata.configuration.get(ROW_LEVEL_PROPERTY, "auto")).strip().lower()
+    return value if value in ROW_LEVEL_MODES else "auto"
+
+
 def validate_table_properties(conf: Mapping[str, str]) -> dict[str, str]:
     """Check the ``delta.*`` properties isolde interprets; returns them with canonical values.
 
@@ -273,6 +287,13 @@ def validate_table_properties(conf: Mapping[str, str]) -> dict[str, str]:
             if feature not in SUPPORTED_FEATURES:
                 raise InvalidPropertyError(f"isolde does not support the table feature {feature!r}.")
             out[key] = "supported"
+            continue
+        if lower == ROW_LEVEL_PROPERTY.lower():
+            mode = value.strip().lower()
+            if mode not in ROW_LEVEL_MODES:
+                raise InvalidPropertyError(
+                    f"{ROW_LEVEL_PROPERTY} must be one of {', '.join(ROW_LEVEL_MODES)}, not {value!r}.")
+            out[ROW_LEVEL_PROPERTY] = mode
             continue
         if not lower.startswith("delta."):
             out[key] = value

@@ -725,3 +725,44 @@ def _date_key(value: Any) -> int | None:
             except ValueError:
                 return None
     return None
+
+
+# --------------------------------------------------------------------------- row values
+
+
+def value_bounds(col: SqlType, dom: Domain, value: Any) -> Bounds:
+    """One row's (non-NULL) value, as Arrow hands it to Python, as Bounds in ``dom``: exact
+    wherever Spark's comparison is exact, an interval where Spark rounds the column value
+    (a decimal to a smaller scale, a long to a double) or reads it in the session zone."""
+    fam = dom.family
+    if fam == "exact":
+        if isinstance(value, bool) or not isinstance(value, (int, decimal.Decimal)):
+            return UNBOUNDED
+        return Bounds(_round(value, dom.scale, False), _round(value, dom.scale, True))
+    if fam == "double":
+        if isinstance(value, bool) or not isinstance(value, (int, float, decimal.Decimal)):
+            return UNBOUNDED
+        if isinstance(value, float):
+            return Bounds(_double_key(value), _double_key(value))
+        return Bounds(_double_key(_to_double_bound(value, False)), _double_key(_to_double_bound(value, True)))
+    if fam == "string":
+        return Bounds(value, value) if isinstance(value, str) else UNBOUNDED
+    if fam == "bool":
+        return Bounds(value, value) if isinstance(value, bool) else UNBOUNDED
+    if fam == "date":
+        if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+            return Bounds(value.toordinal(), value.toordinal())
+        return UNBOUNDED
+    if fam in ("ts", "ntz"):
+        if isinstance(value, dt.datetime):
+            if value.tzinfo is not None:  # a TIMESTAMP column: an instant
+                us = (value.astimezone(dt.timezone.utc).replace(tzinfo=None) - _EPOCH) // dt.timedelta(microseconds=1)
+                return Bounds(us, us) if col.family == "ts" else UNBOUNDED
+            us = (value - _EPOCH) // dt.timedelta(microseconds=1)
+            if col.family == "ntz" and fam == "ntz":
+                return Bounds(us, us)
+            return Bounds(us - ZONE_SLACK_US, us + ZONE_SLACK_US)  # wall clock read in the session zone
+        if isinstance(value, dt.date):  # a DATE column compared as a timestamp: midnight, session zone
+            us = (value - _EPOCH_DATE).days * 86400 * _US
+            return Bounds(us, us) if fam == "ntz" else Bounds(us - ZONE_SLACK_US, us + ZONE_SLACK_US)
+    return UNBOUNDED

@@ -86,7 +86,10 @@ class WinningCommitSummary:
 
     @property
     def data_change_added_files(self) -> list[AddFile]:
-        return [a for a in self.added_files if a.data_change]
+        """Files with new rows. A file removed and re-added in the same commit (a new deletion
+        vector) only lost rows: a deletion, never an append."""
+        removed = {r.path for r in self.removed_files}
+        return [a for a in self.added_files if a.data_change and a.path not in removed]
 
     @property
     def data_change_removed_files(self) -> list[RemoveFile]:
@@ -201,9 +204,9 @@ class ConflictChecker:
         txn = self.txn
         if txn.read_whole_table:
             return True
-        # unpartitioned: a predicate has no partition part, so every add is in scope
-        # (unless the predicate is constant-false: a recorded read of nothing)
-        return any(p.partition_may_match(add.partition_values) for p in txn.read_predicates)
+        # partition values, then the added file's statistics: a file that cannot hold a row
+        # satisfying the read predicate is not in scope (as delta-rs prunes)
+        return any(p.file_may_match(add) for p in txn.read_predicates)
 
     def check_for_deleted_files_against_read_files(self) -> None:
         """Rule 5: the winner removed (with dataChange) a file this transaction read."""

@@ -37,7 +37,14 @@ class ColumnSummary:
     num_records: int | None = None
     partition_value: str | None = None
     is_partition: bool = False
+    row_value: Any = None  # one row's value (``of_value``): exact bounds
+    is_row: bool = False
     _bounds: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def of_value(cls, value: Any) -> "ColumnSummary":
+        """One row's value of the column (None: NULL)."""
+        return cls(null_count=int(value is None), num_records=1, row_value=value, is_row=True)
 
     @property
     def all_null(self) -> bool:
@@ -50,7 +57,9 @@ class ColumnSummary:
     def bounds(self, col: C.SqlType, dom: C.Domain) -> C.Bounds:
         got = self._bounds.get(dom)
         if got is None:
-            if self.is_partition:
+            if self.is_row:
+                got = C.value_bounds(col, dom, self.row_value) if self.row_value is not None else C.UNBOUNDED
+            elif self.is_partition:
                 got = C.partition_bounds(col, dom, self.partition_value) if self.partition_value is not None else C.UNBOUNDED
             else:
                 got = C.stat_bounds(col, dom, self.min, self.max)
@@ -477,8 +486,52 @@ class Predicate:
     def filter(self, files: Iterable[AddFile]) -> list[AddFile]:
         return [f for f in files if self.file_may_match(f)]
 
+    @property
+    def row_columns(self) -> set[str]:
+        """Lower-cased columns the data part needs from each row (partition values come from the log)."""
+        if self.data_expression is None:
+            return set()
+        return {c for c in referenced_columns(self.data_expression, self.columns) if c in self.columns}
+
+    def rows_may_match(self, rows: Sequence[Mapping[str, Any]],
+                       partition_values: Mapping[str, str | None] | None = None) -> list[bool]:
+        """Per row of one file (lower-cased column -> value, as Arrow gives them): could the row
+        satisfy the predicate? Exact where Spark's comparison is exact; anything not analysable
+        answers yes. Rows with equal values are evaluated once."""
+        if not self.analysable:
+            return [True] * len(rows)
+        if not self.partition_may_match(partition_values or {}):
+            return [False] * len(rows)
+        if self.data_expression is None:
+            return [True] * len(rows)
+        names = sorted(self.row_columns)
+        base = partition_summaries(partition_values or {}, self.columns)
+        seen: dict[tuple, bool] = {}
+        out = []
+        for row in rows:
+            key = tuple((n, _hashable(row.get(n))) for n in names)
+            got = seen.get(key)
+            if got is None:
+                summaries = dict(base)
+                summaries.update({n: ColumnSummary.of_value(row.get(n)) for n in names})
+                got = _eval(self.data_expression, _Env(self.types, self.columns, summaries))[0]
+                seen[key] = got
+            out.append(got)
+        return out
+
     def __repr__(self) -> str:
         return f"Predicate({self.sql!r})"
+
+
+def _hashable(value: Any) -> Any:
+    """A dict key for a row value (NaN != NaN would defeat the per-value cache; lists, dicts)."""
+    if isinstance(value, float) and value != value:
+        return ("nan",)
+    try:
+        hash(value)
+        return value
+    except TypeError:
+        return repr(value)
 
 
 def _render(sql, partition_sql) -> str | None:

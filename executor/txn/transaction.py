@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import uuid
 from typing import Any, Iterable, Mapping
 
@@ -51,6 +52,16 @@ from .conflicts import (
     WinningCommitSummary,
 )
 from .predicates import Predicate
+from .row_level import (
+    DEFAULT_BUDGET_ROWS,
+    OverBudget,
+    RowEffects,
+    RowLevelChecker,
+    RowLevelState,
+    TableFiles,
+    fallback_to_file_level,
+    rebase_deletion_vectors,
+)
 
 ENGINE_INFO = "isolde/0.1.0"
 DEFAULT_MAX_ATTEMPTS = 1000
@@ -85,6 +96,12 @@ class OptimisticTransaction:
         # commitInfo.userMetadata for this commit (Delta's session setting
         # spark.databricks.delta.commitInfo.userMetadata); commit(user_metadata=...) overrides it
         self.user_metadata: str | None = None
+        # conflicts checked per row (row_level.py) instead of per file; set by the planner's scope
+        self.row_level = False
+        self.row_level_budget_rows = DEFAULT_BUDGET_ROWS
+        self.rebased_files: list[str] = []
+        self.row_check_rows = 0  # rows the row-level checks read (all winners)
+        self._row_state: RowLevelState | None = None  # deletion-vector files the rebase wrote (removed if the commit fails)
 
     # ------------------------------------------------------------------ what was read
     @property
@@ -152,6 +169,11 @@ class OptimisticTransaction:
         self.read_app_ids.add(app_id)
         return self.snapshot.transaction_version(app_id)
 
+    def enable_row_level(self) -> None:
+        """Check this transaction's conflicts row by row (deletion vectors, a read predicate that
+        can be evaluated on rows). The table must have deletion vectors; it is the planner's call."""
+        self.row_level = True
+
     def set_blind_append(self) -> None:
         """Declare that this write reads nothing; commit refuses if reads were recorded."""
         self._declared_blind_append = True
@@ -192,6 +214,8 @@ class OptimisticTransaction:
             info.extra["readPredicates"] = [p.sql if p.sql is not None else "true" for p in self.read_predicates]
         if self._read_whole_table:
             info.extra["readWholeTable"] = True
+        if self.row_level:
+            info.extra["rowLevel"] = True
         user_metadata = user_metadata if user_metadata is not None else self.user_metadata
         if user_metadata is not None:
             info.extra["userMetadata"] = user_metadata
@@ -206,7 +230,15 @@ class OptimisticTransaction:
             read_app_ids=set(self.read_app_ids),
             actions=actions,
         )
-        version = self._commit_with_retries(info, actions, summary)
+        try:
+            version = self._commit_with_retries(info, actions, summary)
+        except BaseException:
+            for path in self.rebased_files:  # never referenced by a commit
+                try:
+                    os.remove(path)
+                except OSError:
+                    pass
+            raise
         self.committed_version = version
         self.commit_info = info
         self._post_commit(version, actions)
@@ -233,7 +265,10 @@ class OptimisticTransaction:
                 if data is None:
                     break
                 winner = WinningCommitSummary.from_actions(version, parse_commit(data))
-                ConflictChecker(summary, winner).check()
+                if self.row_level:
+                    actions = self._check_rows(summary, winner, actions)
+                else:
+                    ConflictChecker(summary, winner).check()
                 self.winning_versions.append(version)
                 if winner.commit_info is not None and winner.commit_info.timestamp is not None:
                     last_timestamp = max(last_timestamp or 0, int(winner.commit_info.timestamp))
@@ -247,6 +282,26 @@ class OptimisticTransaction:
                     detail=f"Gave up after {self.attempts} attempts.",
                 )
             attempt_version = checked_up_to + 1
+
+    def _check_rows(self, summary: TransactionSummary, winner: WinningCommitSummary, actions: list[Action]) -> list:
+        """The row-level check against one winner, then the rebase of this transaction's
+        deletion vectors over the winner's; returns the actions to commit next."""
+        state = self._row_state
+        if state is None:
+            files = TableFiles(self.table, self.snapshot.metadata, self.row_level_budget_rows)
+            state = self._row_state = RowLevelState(summary, files, self.snapshot.schema,
+                                                    tuple(self.snapshot.partition_columns),
+                                                    RowEffects.of(actions, files))
+        state.files.rows_read = 0
+        try:
+            RowLevelChecker(state, winner).check()
+        except OverBudget:
+            fallback_to_file_level(summary, winner, self.row_level_budget_rows)
+        self.row_check_rows += state.files.rows_read
+        actions, written = rebase_deletion_vectors(actions, winner, state.files)
+        self.rebased_files.extend(written)
+        summary.actions = actions
+        return actions
 
     def _post_commit(self, version: int, actions: list[Action]) -> None:
         metadata = next((a for a in actions if isinstance(a, Metadata)), None) or self.snapshot.metadata

@@ -174,7 +174,7 @@ def test_scope(name, stmt, kwargs, read, partition, eligible):
 def test_blind_insert():
     scope = conflict_scope(insert(), COLS, PART)
     assert scope == ConflictScope(None, None, False, True, False)
-    assert scope.describe() == "Conflict scope:\n  reads: nothing (blind append)\n  row-level concurrency: not eligible"
+    assert scope.describe() == "Conflict scope:\n  reads: nothing (blind append)\n  conflicts: none (a blind append conflicts with nothing)"
 
 
 def test_blind_insert_other_db_same_name_is_conservative():
@@ -215,27 +215,28 @@ GOLDEN = {
 Conflict scope:
   reads: rows where date = '2024-01-01' AND id > 5
   partitions: date = '2024-01-01'
-  row-level concurrency: not eligible
-  note: row-level concurrency off: deletion vectors are disabled"""),
+  conflicts: checked per file
+  note: checked per file: deletion vectors are disabled"""),
     "del-rand": (delete(where="rand() < 0.5"), {"partition_columns": [], "deletion_vectors": True}, """\
 Conflict scope:
   reads: the whole table
   partitions: all
-  row-level concurrency: not eligible
-  note: not analysable (non-deterministic rand()): widened"""),
+  conflicts: checked per file
+  note: not analysable (non-deterministic rand()): widened
+  note: checked per file: the read is not analysable row by row"""),
     "merge-dynamic": (merge("s.id = t.id AND s.date = t.date"),
                       {"source_key_values": {"date": [D1], "id": [1, 2]}}, """\
 Conflict scope:
   reads: rows where id IN (1, 2) AND date = CAST('2024-01-01' AS DATE)
   partitions: date = CAST('2024-01-01' AS DATE)
-  row-level concurrency: not eligible
-  note: row-level concurrency off: deletion vectors are disabled"""),
+  conflicts: checked per file
+  note: checked per file: deletion vectors are disabled"""),
     "merge-rl": (merge("s.id = t.id", matched_update(), by_source_delete()),
                  {"source_key_values": {"id": [1]}, "partition_columns": [], "deletion_vectors": True}, """\
 Conflict scope:
   reads: the whole table
   partitions: all
-  row-level concurrency: eligible
+  conflicts: checked per row
   note: WHEN NOT MATCHED BY SOURCE reads every target row: whole table"""),
 }
 
