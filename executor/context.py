@@ -8,7 +8,7 @@
     ctx.statement          the statement being run
     ctx.resolve(ref, must_exist=True, location=None) -> TableHandle
     ctx.snapshot(handle_or_ref) -> Snapshot     (honours VERSION / TIMESTAMP AS OF of the ref)
-    ctx.eval_timestamp(expr) -> datetime (UTC) of a TIMESTAMP AS OF expression
+    ctx.eval_timestamp(expr) -> aware UTC datetime of a TIMESTAMP AS OF expression (session time zone)
     ctx.table_defaults() -> {'delta.x': value} from spark.databricks.delta.properties.defaults.x
     ctx.table_candidates() -> names a misspelt table may have meant (tables, temp views)
     ctx.start_transaction(log) -> the write's transaction (carries the session's userMetadata)
@@ -169,22 +169,17 @@ class ExecutionContext:
         return txn
 
     def eval_timestamp(self, expr) -> dt.datetime:
-        """The value of a TIMESTAMP AS OF expression (text or ast.Expr), as a naive UTC datetime."""
+        """The value of a TIMESTAMP AS OF expression (text or ast.Expr), as an aware UTC datetime.
+
+        Spark evaluates it as Spark SQL would: a literal without an offset is wall-clock time in the
+        session time zone (``spark.sql.session.timeZone``), one with an offset is that instant.
+        The instant comes back as epoch microseconds computed inside Spark, never through a
+        collected Python datetime (PySpark turns those into naive wall-clock times of the
+        *Python process's* zone, which is neither UTC nor, in general, the session zone)."""
         text = getattr(expr, "sql", expr)
         if isinstance(text, (dt.datetime, dt.date)):
             return text
-        try:
-            row = self.spark.sql(f"SELECT CAST(({text}) AS TIMESTAMP) AS ts").collect()[0]
-        except Exception as e:
-            raise AnalysisError(f"Invalid TIMESTAMP AS OF expression `{text}`: {str(e).splitlines()[0]}",
-                                error_class="DELTA_TIMESTAMP_INVALID", sqlstate="42816")
-        value = row[0]
-        if value is None:
-            raise AnalysisError(f"TIMESTAMP AS OF `{text}` is not a valid timestamp.",
-                                error_class="DELTA_TIMESTAMP_INVALID", sqlstate="42816")
-        if value.tzinfo is not None:
-            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
-        return value
+        return timestamp_from_spark(self.spark, text)
 
     def snapshot(self, handle_or_ref, version: Optional[int] = None, timestamp=None):
         """The snapshot a reference reads: its VERSION/TIMESTAMP AS OF, else the latest."""
@@ -208,3 +203,25 @@ class ExecutionContext:
 
             raise TableNotFoundError(handle.name)
         return snap
+
+
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def timestamp_from_spark(spark, text: str) -> dt.datetime:
+    """``text`` (a Spark SQL expression) evaluated by Spark as a TIMESTAMP in the session time
+    zone, returned as an aware UTC datetime, exact to the microsecond (computed as epoch
+    microseconds inside Spark)."""
+    try:
+        row = spark.sql(f"SELECT unix_micros(CAST(({text}) AS TIMESTAMP_LTZ)) AS us").collect()[0]
+    except Exception as e:
+        from isolde.executor.session import clean_message
+
+        reason = (clean_message(getattr(e, "desc", None) or str(e)).splitlines() or [type(e).__name__])[0]
+        raise AnalysisError(f"Invalid TIMESTAMP AS OF expression `{text}`: {reason}",
+                            error_class="DELTA_TIMESTAMP_INVALID", sqlstate="42816") from e
+    micros = row[0]
+    if micros is None:
+        raise AnalysisError(f"TIMESTAMP AS OF `{text}` is not a valid timestamp.",
+                            error_class="DELTA_TIMESTAMP_INVALID", sqlstate="42816")
+    return EPOCH + dt.timedelta(microseconds=int(micros))

@@ -458,10 +458,14 @@ def resolve(ctx, ref, must_exist: bool = True, location: Optional[str] = None):
 
 
 def eval_timestamp(ctx, expr) -> object:
-    """A TIMESTAMP AS OF expression as something DeltaLog.snapshot(timestamp=...) accepts."""
+    """A TIMESTAMP AS OF expression as something DeltaLog.snapshot(timestamp=...) accepts: an
+    aware UTC datetime. A literal without an offset is wall-clock time in the session time zone
+    (``spark.sql.session.timeZone``), as Spark reads it; the Python process's zone never matters."""
     import datetime as _dt
 
     import sqlglot.expressions as exp
+
+    from isolde.executor.context import timestamp_from_spark
 
     if callable(getattr(ctx, "eval_timestamp", None)):
         return ctx.eval_timestamp(expr)
@@ -470,24 +474,29 @@ def eval_timestamp(ctx, expr) -> object:
         text = tree.this.strip()
         try:
             value = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-            return value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)
         except ValueError:
-            pass
-    sql = getattr(expr, "sql", str(expr))
-    spark = ctx.spark
-    value = spark.sql(f"SELECT CAST(({sql}) AS TIMESTAMP) AS ts").collect()[0][0]
-    if value is None:
-        from isolde.errors import AnalysisError
+            value = None
+        if value is not None and value.tzinfo is not None:
+            return value.astimezone(_dt.timezone.utc)
+        if value is not None:
+            zone = _session_zone(conf_get(ctx, "spark.sql.session.timeZone", "UTC"))
+            if zone is not None:
+                return value.replace(tzinfo=zone).astimezone(_dt.timezone.utc)
+    return timestamp_from_spark(ctx.spark, getattr(expr, "sql", str(expr)))
 
-        raise AnalysisError(f"The timestamp expression `{sql}` is not a valid timestamp.",
-                            error_class="DELTA_TIMESTAMP_INVALID", sqlstate="42K0E")
-    if value.tzinfo is None:  # Spark returns session-local naive datetimes; isolde runs Spark in UTC
-        tz = conf_get(ctx, "spark.sql.session.timeZone", "UTC")
-        if tz in ("UTC", "Etc/UTC", "GMT", "Z"):
-            value = value.replace(tzinfo=_dt.timezone.utc)
-        else:
-            value = value.astimezone(_dt.timezone.utc)
-    return value
+
+def _session_zone(name: Optional[str]):
+    """The tzinfo of a region-based session zone id, or None (let Spark read other spellings)."""
+    import datetime as _dt
+
+    if not name or name.upper() in ("UTC", "Z", "GMT", "ETC/UTC"):
+        return _dt.timezone.utc
+    try:
+        import zoneinfo
+
+        return zoneinfo.ZoneInfo(name)
+    except Exception:
+        return None
 
 
 def snapshot_of(ctx, handle, ref=None, version: Optional[int] = None, timestamp=None):

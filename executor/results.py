@@ -1,12 +1,20 @@
-"""What statements return: rows for queries/SHOW/DESCRIBE, a CommitResult for writes, and
-the two-phase PreparedWrite that sits between a write's data work and its commit."""
+"""What statements return: a QueryResult (DataFrame-like rows) for queries/SHOW/DESCRIBE, a
+CommitResult for writes, and the two-phase PreparedWrite that sits between a write's data work
+and its commit. Also the DataFrame subclass whose actions raise isolde errors
+(``isolde_dataframe``), which ``Session.sql()`` returns and ``QueryResult.df`` holds."""
 
 from __future__ import annotations
 
+import functools
+import importlib
+import inspect
 import shutil
+import threading
 import time
+import types
+import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Union
 
 
 @dataclass(frozen=True)
@@ -21,18 +29,67 @@ class CommitResult:
 
 
 class QueryResult:
-    """Rows with column names. Wraps a Spark DataFrame (collected on first use) or fixed rows.
+    """What ``Session.execute()`` returns for a statement that answers with rows (a query, SHOW,
+    DESCRIBE, EXPLAIN, SET) or only with a message (CREATE DATABASE, DROP TABLE, ...).
 
-    ``df`` stays available for callers that want to keep working in Spark.
+    It answers the PySpark DataFrame actions people use, the same way whether the rows come
+    from Spark (a query) or were built by isolde (SHOW / DESCRIBE / SET / EXPLAIN):
+
+    ``collect()``          list of ``pyspark.sql.Row`` (named fields: ``row.a``, ``row["a"]``,
+                           ``row.asDict()``); Row is a tuple, so ``row == (1, "x")`` holds
+    iteration              yields those Rows; ``len(result)`` is the number of rows
+    ``count()``            number of rows (a query not yet collected runs Spark's count)
+    ``first()``            the first Row, or None;  ``head()`` the same; ``head(n)`` /
+                           ``take(n)`` / ``tail(n)`` lists of Rows;  ``isEmpty()``
+    ``toPandas()``         a pandas DataFrame (Spark's own conversion for a query)
+    ``show(n=20, truncate=True, vertical=False)``  prints the rows as Spark does
+    ``columns``            column names;  ``schema`` / ``dtypes``: Spark's StructType / (name,
+                           type) pairs for a query, None for rows isolde built
+    ``df``                 the query's DataFrame (a real ``pyspark.sql.DataFrame`` whose
+                           actions raise isolde errors), None for rows isolde built
+    ``rows``               the kept list of Rows itself (what ``collect()`` copies);
+                           ``as_dicts()`` a list of {column: value}
+    ``message``            the text of a statement that answers with a message (no columns)
+
+    A query's rows are collected once, on first use (``rows``, ``collect()``, iteration,
+    ``len``), and kept: every later call sees the same rows. Until then ``count()``,
+    ``first()``, ``head(n)``, ``take(n)``, ``isEmpty()``, ``toPandas()`` and ``show()`` run the
+    corresponding (smaller) Spark job on ``df``. Transformations (``filter``, ``select``, ...)
+    are ``df``'s: ``result.df.filter(...)``. Spark errors surface as isolde errors
+    (``AnalysisError`` / ``ExecutionError`` carrying Spark's error class and SQLSTATE).
     """
 
     def __init__(self, columns: Sequence[str] | None = None, rows: Sequence[tuple] | None = None, df: Any = None,
-                 message: str | None = None):
-        self.df = df
+                 message: str | None = None, schema: Any = None):
+        self.df = isolde_dataframe(df) if df is not None else None
         self._columns = list(columns) if columns is not None else None
-        self._rows = [tuple(r) for r in rows] if rows is not None else None
+        self._rows = list(rows) if rows is not None else None
+        self._schema = schema
         self.message = message  # e.g. "Table created" for DDL with no rows
 
+    # The kept rows. Whatever is stored (tuples from isolde's builders or an older subclass,
+    # Rows from Spark) reads back as named Rows, converted once.
+    @property
+    def _rows(self) -> Optional[list]:
+        stored = self.__dict__.get("_stored_rows")
+        if stored is not None and not self.__dict__.get("_rows_named"):
+            stored = named_rows(self.columns, stored)
+            self.__dict__["_stored_rows"] = stored
+            self.__dict__["_rows_named"] = True
+        return stored
+
+    @_rows.setter
+    def _rows(self, value: Optional[Sequence]) -> None:
+        self.__dict__["_stored_rows"] = list(value) if value is not None else None
+        self.__dict__["_rows_named"] = False
+
+    def attach(self, ctx) -> "QueryResult":
+        """Bind the statement's context: errors of later Spark actions name near tables."""
+        if self.df is not None and isinstance(self.df, _isolde_classes().get("df", ())):
+            self.df._isolde_ctx = ctx
+        return self
+
+    # -- shape
     @property
     def columns(self) -> list[str]:
         if self._columns is None:
@@ -40,22 +97,419 @@ class QueryResult:
         return self._columns
 
     @property
-    def rows(self) -> list[tuple]:
+    def schema(self):
+        """Spark's StructType of a query's rows (None for rows isolde built)."""
+        if self._schema is None and self.df is not None:
+            self._schema = self.df.schema
+        return self._schema
+
+    @property
+    def dtypes(self) -> Optional[list[tuple[str, str]]]:
+        schema = self.schema
+        if schema is None:
+            return None
+        return [(f.name, f.dataType.simpleString()) for f in schema.fields]
+
+    @property
+    def collected(self) -> bool:
+        """Are the rows in memory (no Spark job needed to answer)?"""
+        return self.__dict__.get("_stored_rows") is not None or self.df is None
+
+    # -- rows
+    @property
+    def rows(self) -> list:
         if self._rows is None:
-            self._rows = [tuple(r) for r in self.df.collect()] if self.df is not None else []
+            self._rows = self.df.collect() if self.df is not None else []
         return self._rows
 
+    def _all(self) -> list:
+        return self.rows  # through the property: a subclass's ``rows`` may be the one that collects
+
+    def collect(self) -> list:
+        return list(self._all())
+
     def __iter__(self):
-        return iter(self.rows)
+        return iter(self._all())
+
+    def toLocalIterator(self, prefetchPartitions: bool = False):  # noqa: N802 - PySpark's name
+        return iter(self._all())
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self._all())
+
+    def count(self) -> int:
+        if not self.collected:
+            return int(self.df.count())
+        return len(self._all())
+
+    def isEmpty(self) -> bool:  # noqa: N802 - PySpark's name
+        if not self.collected:
+            return bool(self.df.isEmpty())
+        return not self._all()
+
+    def take(self, num: int) -> list:
+        if not self.collected:
+            return list(self.df.take(num))
+        return list(self._all()[:max(int(num), 0)])
+
+    def head(self, n: Optional[int] = None):
+        if n is None:
+            rows = self.take(1)
+            return rows[0] if rows else None
+        return self.take(n)
+
+    def first(self):
+        return self.head()
+
+    def tail(self, num: int) -> list:
+        if not self.collected:
+            return list(self.df.tail(num))
+        num = max(int(num), 0)
+        return list(self._all()[-num:]) if num else []
 
     def as_dicts(self) -> list[dict]:
-        return [dict(zip(self.columns, r)) for r in self.rows]
+        columns = self.columns
+        return [dict(zip(columns, r)) for r in self._all()]
+
+    # -- conversion and display
+    def toPandas(self):  # noqa: N802 - PySpark's name
+        if self.df is not None:
+            return self.df.toPandas()
+        import pandas as pd
+
+        return pd.DataFrame.from_records([tuple(r) for r in self._all()], columns=self.columns)
+
+    def show(self, n: int = 20, truncate: Union[bool, int] = True, vertical: bool = False) -> None:
+        if self.df is not None:
+            self.df.show(n, truncate, vertical)
+            return
+        print(show_string(self.columns, self._all(), n, truncate, vertical))  # as pyspark prints showString
 
     def __repr__(self) -> str:
-        return f"QueryResult(columns={self.columns!r}, rows={len(self.rows)})"
+        if self.message is not None and not self.columns:
+            return f"QueryResult(message={self.message!r})"
+        count = len(self._all()) if self.collected else "not collected"
+        return f"QueryResult(columns={self.columns!r}, rows={count})"
+
+
+def named_rows(columns: Sequence[str], rows: Sequence) -> list:
+    """``rows`` (tuples or Rows) as ``pyspark.sql.Row`` objects with ``columns`` as field names.
+    Rows that already carry field names are kept as they are."""
+    if not rows:
+        return list(rows)
+    from pyspark.sql import Row
+
+    columns = [str(c) for c in columns]
+    make = Row(*columns) if columns else None
+    out = []
+    for r in rows:
+        if isinstance(r, Row) and hasattr(r, "__fields__"):
+            out.append(r)
+        elif make is not None and len(r) == len(columns):
+            out.append(make(*r))
+        else:
+            out.append(Row(*r))  # no (or mismatched) column names: a plain positional Row
+    return out
+
+
+# --------------------------------------------------------------------------- Spark's show()
+
+def _half_width(text: str) -> int:
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text)
+
+
+def _show_cell(value: Any) -> str:
+    """A value as Spark's ``show()`` prints it (its cast to STRING)."""
+    import datetime as dt
+    import decimal
+
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (bytes, bytearray)):
+        return "[" + " ".join(f"{b:02X}" for b in value) + "]"
+    if isinstance(value, dt.datetime):
+        text = f"{value.year:04d}-{value.month:02d}-{value.day:02d} {value:%H:%M:%S}"
+        if value.microsecond:
+            text += f".{value.microsecond:06d}".rstrip("0")
+        return text
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return format(value, "f")
+    if isinstance(value, float):
+        return _java_double(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_show_cell(k)} -> {_show_cell(v)}" for k, v in value.items()) + "}"
+    if hasattr(value, "asDict"):
+        return "{" + ", ".join(_show_cell(v) for v in value) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_show_cell(v) for v in value) + "]"
+    return str(value)
+
+
+def _java_double(x: float) -> str:
+    """A double as Spark casts it to STRING (Java's notation: 2.5, 100.0, 1.0E20, 1.5E-5)."""
+    import decimal
+    import math
+
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    if x == 0:
+        return "-0.0" if math.copysign(1.0, x) < 0 else "0.0"
+    if 1e-3 <= abs(x) < 1e7:
+        text = repr(x)
+        return text if "." in text else text + ".0"
+    sign, digit_tuple, exponent = decimal.Decimal(repr(x)).as_tuple()
+    e10 = exponent + len(digit_tuple) - 1  # of the leading digit
+    digits = "".join(map(str, digit_tuple)).rstrip("0") or "0"
+    return ("-" if sign else "") + digits[0] + "." + (digits[1:] or "0") + f"E{e10}"
+
+
+def _escape(text: str) -> str:
+    return text.replace("\n", "\\n").replace("\t", "\\t")
+
+
+def show_string(columns: Sequence[str], rows: Sequence, n: int = 20, truncate: Union[bool, int] = True,
+                vertical: bool = False) -> str:
+    """Spark's ``showString(n, truncate, vertical)`` of these rows (``show()`` prints it)."""
+    width = 20 if truncate is True else 0 if truncate is False else int(truncate)
+    n = max(int(n), 0)
+    shown = list(rows)[:n]
+    more = len(rows) > n
+    header = [_escape(str(c)) for c in columns]
+
+    def cell(value: Any) -> str:
+        text = _escape(_show_cell(value))
+        if width > 0 and len(text) > width:
+            text = text[:width] if width < 4 else text[:width - 3] + "..."
+        return text
+
+    data = [[cell(v) for v in r] for r in shown]
+    out: list[str] = []
+    if not vertical:
+        widths = [3] * len(header)
+        for line in [header] + data:
+            for i, text in enumerate(line):
+                widths[i] = max(widths[i], _half_width(text))
+
+        def pad(text: str, i: int) -> str:
+            fill = " " * (widths[i] - _half_width(text))
+            return fill + text if width > 0 else text + fill
+
+        sep = "+" + "+".join("-" * w for w in widths) + "+\n"
+        out.append(sep)
+        for k, line in enumerate([header] + data):
+            out.append("|" + "|".join(pad(t, i) for i, t in enumerate(line)) + "|\n")
+            if k == 0:
+                out.append(sep)
+        out.append(sep)
+    else:
+        name_w = max([3] + [_half_width(h) for h in header])
+        data_w = max([3] + [_half_width(t) for line in data for t in line])
+        for k, line in enumerate(data):
+            out.append(f"-RECORD {k}".ljust(name_w + data_w + 5, "-") + "\n")
+            for name, text in zip(header, line):
+                out.append(f" {name}{' ' * (name_w - _half_width(name))} | "
+                           f"{text}{' ' * (data_w - _half_width(text))} \n")
+    if vertical and not data:
+        out.append("(0 rows)")
+    elif more:
+        out.append(f"only showing top {n} {'row' if n == 1 else 'rows'}")
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------- DataFrames that raise isolde errors
+
+# methods that run Spark jobs: each runs under its own job group, so Session.cancel() reaches it
+_ACTIONS = frozenset({
+    "collect", "count", "show", "take", "head", "first", "tail", "toPandas", "toArrow", "toLocalIterator",
+    "foreach", "foreachPartition", "isEmpty", "checkpoint", "localCheckpoint", "approxQuantile", "corr", "cov",
+    "crosstab", "freqItems", "save", "saveAsTable", "insertInto", "parquet", "json", "csv", "orc", "text", "jdbc",
+    "xml", "append", "create", "replace", "createOrReplace", "overwrite", "overwritePartitions", "merge",
+})
+
+_local = threading.local()
+_CLASSES: dict = {}
+_BUILD_LOCK = threading.Lock()
+
+
+def _is_spark_error(e: BaseException) -> bool:
+    """Raised by Spark (the JVM, or the Py4J bridge to it), not by Python-side argument checks."""
+    try:
+        from py4j.protocol import Py4JJavaError, Py4JNetworkError
+        from pyspark.errors.exceptions.captured import CapturedException
+    except Exception:  # pragma: no cover
+        return False
+    # not every Py4JError: "Method limit([class java.lang.String]) does not exist" is a bad
+    # Python argument, left as PySpark raises it
+    return isinstance(e, (CapturedException, Py4JJavaError, Py4JNetworkError))
+
+
+def _translated(e: BaseException, ctx) -> BaseException:
+    from isolde.executor.session import translate_exception
+
+    return translate_exception(e, ctx)
+
+
+def _start_job_group(ctx, name: str) -> None:
+    session = getattr(ctx, "session", None)
+    setter = getattr(session, "_set_job_group", None)
+    if setter is None or getattr(session, "_spark", None) is None:
+        return
+    statement = getattr(ctx, "statement", None) or types.SimpleNamespace(text=f"DataFrame.{name}()")
+    try:
+        setter(f"isolde-{uuid.uuid4().hex[:12]}", statement)
+    except Exception:
+        pass
+
+
+def _translating(fn: Callable, name: str) -> Callable:
+    action = name in _ACTIONS
+
+    @functools.wraps(fn)
+    def method(self, *args, **kwargs):
+        depth = getattr(_local, "depth", 0)
+        ctx = getattr(self, "_isolde_ctx", None)
+        if action and depth == 0:
+            _start_job_group(ctx, name)
+        _local.depth = depth + 1
+        try:
+            out = fn(self, *args, **kwargs)
+        except Exception as e:
+            if depth == 0 and _is_spark_error(e):
+                raise _translated(e, ctx) from e
+            raise
+        finally:
+            _local.depth = depth
+        return _adopt(out, ctx, name)
+
+    return method
+
+
+def _translating_iterator(it, ctx):
+    while True:
+        try:
+            item = next(it)
+        except StopIteration:
+            return
+        except Exception as e:
+            if _is_spark_error(e):
+                raise _translated(e, ctx) from e
+            raise
+        yield item
+
+
+def _subclass(base: type, doc: str) -> type:
+    """``base`` with every public method (and property) translating Spark errors and handing
+    back DataFrames / helper objects that do the same."""
+    cls = _CLASSES.get(base)
+    if cls is not None:
+        return cls
+    ns: dict = {"__module__": __name__, "__doc__": doc, "_isolde_ctx": None}
+    for name in dir(base):
+        if name.startswith("_"):
+            continue
+        static = inspect.getattr_static(base, name)
+        if isinstance(static, property) and static.fget is not None and static.fset is None:
+            ns[name] = property(_translating(static.fget, name), doc=static.__doc__)
+        elif inspect.isfunction(static):
+            ns[name] = _translating(static, name)
+    cls = type("Isolde" + base.__name__, (base,), ns)
+    _CLASSES[base] = cls
+    return cls
+
+
+def _isolde_classes() -> dict:
+    """{"df": the DataFrame subclass, "classic": pyspark's classic DataFrame, "helpers": {class:
+    subclass}} -- built on first use (importing pyspark only when a DataFrame exists)."""
+    built = _CLASSES.get("built")
+    if built is not None:
+        return built
+    with _BUILD_LOCK:  # one class per process, whichever thread asks first
+        built = _CLASSES.get("built")
+        if built is None:
+            built = _build_classes()
+            _CLASSES["built"] = built
+    return built
+
+
+def _build_classes() -> dict:
+    try:
+        from pyspark.sql.classic.dataframe import DataFrame as Classic
+    except Exception:  # pragma: no cover - no pyspark: nothing to wrap
+        return {"df": (), "classic": (), "helpers": {}}
+    helpers: dict = {}
+    for module, name in (("pyspark.sql.group", "GroupedData"),
+                         ("pyspark.sql.classic.dataframe", "DataFrameNaFunctions"),
+                         ("pyspark.sql.classic.dataframe", "DataFrameStatFunctions"),
+                         ("pyspark.sql.readwriter", "DataFrameWriter"),
+                         ("pyspark.sql.readwriter", "DataFrameWriterV2"),
+                         ("pyspark.sql.merge", "MergeIntoWriter"),
+                         ("pyspark.sql.pandas.group_ops", "PandasCogroupedOps")):
+        try:
+            base = getattr(importlib.import_module(module), name)
+        except Exception:  # pragma: no cover - an older or newer PySpark without it
+            continue
+        helpers[base] = _subclass(base, f"pyspark's {name} whose Spark errors are isolde errors.")
+    return {"df": _subclass(Classic, _DATAFRAME_DOC), "classic": Classic, "helpers": helpers}
+
+
+_DATAFRAME_DOC = """A pyspark DataFrame (``isinstance(df, pyspark.sql.DataFrame)``, same JVM Dataset) whose
+methods raise isolde errors instead of Spark's: an action (collect, count, show, toPandas, take,
+first, head, tail, toLocalIterator, foreach, write...save, ...) that fails in Spark raises
+``AnalysisError`` / ``ExecutionError`` with Spark's error class, SQLSTATE and message (the
+original exception is the ``__cause__``). Transformations return DataFrames of this class, and
+``groupBy`` / ``na`` / ``stat`` / ``write`` / ``writeTo`` / ``mergeInto`` helpers that do the
+same, so the whole chain translates. Errors Python raises on bad arguments (TypeError, ...) are
+left as they are; ``df.rdd`` is a plain RDD."""
+
+
+def dataframe_class() -> type:
+    """The isolde DataFrame class (a subclass of pyspark's classic DataFrame)."""
+    cls = _isolde_classes()["df"]
+    if not cls:
+        raise RuntimeError("pyspark is not installed")
+    return cls
+
+
+def isolde_dataframe(df: Any, ctx: Any = None) -> Any:
+    """``df`` as a DataFrame whose actions raise isolde errors (the same Dataset; other objects,
+    e.g. Spark Connect DataFrames, are returned unchanged)."""
+    classes = _isolde_classes()
+    if classes["df"] and isinstance(df, classes["df"]):
+        if ctx is not None:
+            df._isolde_ctx = ctx
+        return df
+    if not classes["classic"] or not isinstance(df, classes["classic"]):
+        return df
+    new = classes["df"](df._jdf, df.sparkSession)
+    new.is_cached = df.is_cached
+    new._isolde_ctx = ctx
+    return new
+
+
+def _adopt(value: Any, ctx: Any, name: str) -> Any:
+    classes = _isolde_classes()
+    if classes["classic"] and isinstance(value, classes["classic"]):
+        return isolde_dataframe(value, ctx) if not isinstance(value, classes["df"]) else value
+    if name == "toLocalIterator" and value is not None:
+        return _translating_iterator(iter(value), ctx)
+    if name == "randomSplit" and isinstance(value, list):
+        return [_adopt(v, ctx, "") for v in value]
+    helper = classes["helpers"].get(type(value))
+    if helper is not None:
+        try:
+            value.__class__ = helper
+            value._isolde_ctx = ctx
+        except TypeError:  # pragma: no cover - a layout that cannot take the subclass
+            pass
+    return value
 
 
 @dataclass

@@ -2,9 +2,11 @@
 
     connect(warehouse="./warehouse", spark=None, master=None, conf=None, start=False) -> Session
 
-    s.sql(query) -> pyspark DataFrame            (queries only; every table bound to one snapshot)
+    s.sql(query) -> pyspark DataFrame            (queries only; every table bound to one snapshot;
+                                                  its actions raise isolde errors)
     s.execute(stmt) -> CommitResult | QueryResult (text with several statements: runs all,
-                                                  returns the last result)
+                                                  returns the last result; QueryResult answers
+                                                  collect() -> Rows, toPandas(), show(), ...)
     s.prepare(stmt) -> PreparedWrite             (writes only: data work done, not committed)
     s.run_script(path_or_text) -> list[results]  (stops at the first error, re-raised with
                                                   ``statement_line`` and a "line N: " prefix)
@@ -197,6 +199,7 @@ class Session:
                                       "DELETE, MERGE or another statement that commits.",
                                       error_class="NOT_A_WRITE", sqlstate="42000")
             if isinstance(out, QueryResult):
+                out.attach(ctx)  # its DataFrame's later actions translate errors with this context
                 if getattr(out, "metrics", None):
                     self.last_metrics = out.metrics
             return out
@@ -235,7 +238,10 @@ class Session:
         return self._run(statements[0], prepare=True)
 
     def sql(self, query: Union[str, ast.Statement]):
-        """A query as a pyspark DataFrame bound to the current snapshot of every table it reads."""
+        """A query as a pyspark DataFrame bound to the current snapshot of every table it reads.
+
+        The DataFrame is a subclass of pyspark's (``results.isolde_dataframe``): its actions,
+        and those of the DataFrames derived from it, raise isolde errors, not Spark's."""
         statements = self._parse(query)
         if len(statements) != 1 or not isinstance(statements[0], ast.Select):
             kind = _statement_name(statements[0]) if statements else "nothing"
@@ -373,11 +379,18 @@ def translate_exception(e: BaseException, ctx=None) -> E.IsoldeError:
         return err
     error_class = None
     params = {}
+    sqlstate = None
     try:
         error_class = e.getCondition() if hasattr(e, "getCondition") else e.getErrorClass()
         params = e.getMessageParameters() or {}
+        sqlstate = e.getSqlState()
     except Exception:
         pass
+    spark_cause = None
+    if error_class is None and type(e).__name__ == "Py4JJavaError":
+        spark_cause = _spark_throwable(e)  # a SparkThrowable PySpark did not convert (or wrapped)
+        if spark_cause is not None:
+            error_class, sqlstate, cause_message = spark_cause
     try:
         from pyspark.errors import AnalysisException
     except Exception:  # pragma: no cover
@@ -402,12 +415,45 @@ def translate_exception(e: BaseException, ctx=None) -> E.IsoldeError:
     if isinstance(e, AnalysisException) or (error_class and error_class.startswith(
             ("PARSE_SYNTAX", "UNRESOLVED", "DATATYPE_MISMATCH", "TABLE_OR_VIEW", "MISSING_", "AMBIGUOUS",
              "INVALID_", "WRONG_NUM_ARGS", "UNSUPPORTED_"))):
-        return E.AnalysisError(message, error_class=error_class or "ANALYSIS_ERROR")
-    if type(e).__name__ == "Py4JJavaError":
+        return E.AnalysisError(message, error_class=error_class or "ANALYSIS_ERROR", sqlstate=sqlstate)
+    if spark_cause is not None:
+        message = _VIEW_RE.sub("", clean_message(cause_message))
+    elif type(e).__name__ == "Py4JJavaError":
         try:
             jmsg = e.java_exception.toString()
         except Exception:
             jmsg = text
         message = clean_message(jmsg.splitlines()[0] if jmsg else text)
     first = message if len(message) < 2000 else message[:2000] + "..."
-    return E.ExecutionError(first, error_class=error_class or "EXECUTION_ERROR")
+    return E.ExecutionError(first, error_class=error_class or "EXECUTION_ERROR", sqlstate=sqlstate)
+
+
+def _spark_throwable(e) -> Optional[tuple[str, Optional[str], str]]:
+    """(error class, SQLSTATE, message) of the first Spark error with an error class in the
+    Java cause chain of a Py4JJavaError ("Exception thrown in awaitResult" wraps the real one)."""
+    try:
+        throwable = e.java_exception
+    except Exception:
+        return None
+    for _ in range(12):
+        if throwable is None:
+            return None
+        try:
+            condition = throwable.getCondition()
+        except Exception:
+            condition = None
+        if condition:
+            try:
+                sqlstate = throwable.getSqlState()
+            except Exception:
+                sqlstate = None
+            try:
+                message = throwable.getMessage() or str(condition)
+            except Exception:
+                message = str(condition)
+            return str(condition), sqlstate, message
+        try:
+            throwable = throwable.getCause()
+        except Exception:
+            return None
+    return None
