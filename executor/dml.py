@@ -98,26 +98,50 @@ class Target:
 
     @property
     def deletion_vectors(self) -> bool:
-        if not _truthy(self.configuration.get("delta.enableDeletionVectors", "false")):
-            return False
-        proto = self.snapshot.protocol
-        feats = set(getattr(proto, "writer_features", None) or ()) | set(getattr(proto, "reader_features", None) or ())
-        return "deletionVectors" in feats
+        return scope_flags(self.snapshot)["deletion_vectors"]
 
     @property
     def clustered(self) -> bool:
-        try:
-            from isolde.executor.properties import clustering_columns
-
-            return bool(clustering_columns(self.snapshot))
-        except Exception:
-            return False
+        return scope_flags(self.snapshot)["clustered"]
 
     def scope_flags(self) -> dict:
-        from isolde.executor.log.features import row_level_mode
+        return scope_flags(self.snapshot)
 
-        return {"deletion_vectors": self.deletion_vectors, "clustered": self.clustered,
-                "row_level_mode": row_level_mode(self.metadata)}
+
+def scope_flags(snapshot) -> dict:
+    """What the planner's conflict scope needs to know of a table: deletion vectors on, CLUSTER
+    BY, and its isolde.rowLevelConcurrency mode."""
+    from isolde.executor.log.features import row_level_mode
+    from isolde.executor.properties import clustering_columns
+
+    metadata = snapshot.metadata
+    dvs = _truthy(S.configuration(metadata).get("delta.enableDeletionVectors", "false"))
+    if dvs:
+        proto = snapshot.protocol
+        feats = set(getattr(proto, "writer_features", None) or ()) | set(getattr(proto, "reader_features", None) or ())
+        dvs = "deletionVectors" in feats
+    try:
+        clustered = bool(clustering_columns(snapshot))
+    except Exception:
+        clustered = False
+    return {"deletion_vectors": dvs, "clustered": clustered, "row_level_mode": row_level_mode(metadata)}
+
+
+BUDGET_KEY = "isolde.rowLevelConcurrency.budgetRows"
+
+
+def start_transaction(ctx, log):
+    """The statement's transaction, with the session's row-level check budget."""
+    txn = ctx.start_transaction(log)
+    conf = getattr(ctx, "conf", None)
+    budget = conf.get(BUDGET_KEY) if conf is not None and hasattr(conf, "get") else None
+    if budget is not None:
+        try:
+            txn.row_level_budget_rows = max(0, int(str(budget).strip()))
+        except ValueError:
+            raise AnalysisError(f"{BUDGET_KEY} must be a number of rows, not {budget!r}.",
+                                error_class="INVALID_CONF_VALUE", sqlstate="22022") from None
+    return txn
 
 
 def current_database(ctx) -> str:
@@ -134,7 +158,7 @@ def open_target(ctx, ref) -> Target:
                             error_class="DELTA_UNSUPPORTED_TIME_TRAVEL_MULTIPLE_FORMATS", sqlstate="42613")
     handle = ctx.catalog.resolve(ref, current_database(ctx))
     log = handle.log
-    txn = ctx.start_transaction(log)
+    txn = start_transaction(ctx, log)
     snap = txn.snapshot
     metadata = snap.metadata
     return Target(ctx, handle, log, txn, snap, metadata, S.metadata_schema(metadata),

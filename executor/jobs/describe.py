@@ -7,12 +7,14 @@ Each returns a :class:`QueryResult` with fixed rows and Delta's column names:
   operationMetrics, engineInfo (plus userMetadata when present);
 * ``DESCRIBE DETAIL t`` -- one row: format, id, name, description, location, createdAt,
   lastModified, partitionColumns, clusteringColumns, numFiles, sizeInBytes, properties,
-  minReaderVersion, minWriterVersion, tableFeatures;
+  minReaderVersion, minWriterVersion, tableFeatures, rowLevelConcurrency (isolde: "row" or
+  "file", how writers' conflicts are checked);
 * ``DESCRIBE [TABLE] [EXTENDED] t`` -- (col_name, data_type, comment) rows, then the
   ``# Partition Information`` / ``# Clustering Information`` sections, identity and
   generated columns, and with EXTENDED ``# Constraints`` and ``# Detailed Table Information``;
 * ``SHOW TBLPROPERTIES t [(key)]`` -- (key, value): the configuration plus
-  delta.minReaderVersion / delta.minWriterVersion and ``delta.feature.X = supported``.
+  delta.minReaderVersion / delta.minWriterVersion and ``delta.feature.X = supported``, and
+  isolde.rowLevelConcurrency (its default shown) with ``.effective``: row or file level, why.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ HISTORY_COLUMNS = ["version", "timestamp", "userName", "operation", "operationPa
                    "isolationLevel", "isBlindAppend", "operationMetrics", "engineInfo", "userMetadata"]
 DETAIL_COLUMNS = ["format", "id", "name", "description", "location", "createdAt", "lastModified",
                   "partitionColumns", "clusteringColumns", "numFiles", "sizeInBytes", "properties",
-                  "minReaderVersion", "minWriterVersion", "tableFeatures"]
+                  "minReaderVersion", "minWriterVersion", "tableFeatures", "rowLevelConcurrency"]
 
 
 def _ts(ms) -> dt.datetime | None:
@@ -106,8 +108,26 @@ def describe_detail(ctx, stmt: ast.DescribeDetail) -> QueryResult:
         proto.min_reader_version,
         proto.min_writer_version,
         P.table_features(proto, meta),
+        effective_row_level(snap)[0],
     )
     return QueryResult(columns=DETAIL_COLUMNS, rows=[row])
+
+
+def effective_row_level(snap) -> tuple[str, str]:
+    """How this table's writers' conflicts are checked: ("row" | "file", why)."""
+    from isolde.executor.log.features import row_level_mode, writer_features
+
+    meta = snap.metadata
+    mode = row_level_mode(meta)
+    dvs = (str(meta.configuration.get("delta.enableDeletionVectors", "false")).lower() == "true"
+           and "deletionVectors" in writer_features(snap.protocol, meta))
+    if mode == "off":
+        return "file", "isolde.rowLevelConcurrency = off"
+    if not dvs:
+        return "file", "deletion vectors are disabled"
+    if meta.partition_columns and not P.clustering_columns(snap) and mode != "always":
+        return "file", "the table is partitioned (isolde.rowLevelConcurrency = always enables row level)"
+    return "row", f"isolde.rowLevelConcurrency = {mode}, deletion vectors enabled"
 
 
 # --------------------------------------------------------------------------- DESCRIBE TABLE
@@ -202,6 +222,11 @@ def _all_properties(snap) -> list[tuple[str, str]]:
     if proto.min_writer_version >= 7:
         for feature in sorted(set(proto.writer_features or ()) | set(proto.reader_features or ())):
             out[f"delta.feature.{feature}"] = "supported"
+    from isolde.executor.log.features import ROW_LEVEL_PROPERTY, row_level_mode
+
+    out.setdefault(ROW_LEVEL_PROPERTY, row_level_mode(meta))
+    level, why = effective_row_level(snap)
+    out[ROW_LEVEL_PROPERTY + ".effective"] = f"{level} level ({why})"
     return sorted(out.items())
 
 

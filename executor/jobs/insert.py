@@ -22,6 +22,7 @@ from typing import Optional
 from pyspark.sql import functions as F
 
 from isolde.errors import AnalysisError, TableNotFoundError
+from isolde.executor import dml
 from isolde.executor import schema as S
 from isolde.executor.jobs import executes
 from isolde.executor.jobs.query import bind_query
@@ -72,7 +73,7 @@ def _partition_predicate(columns: list[str], tuples: set[tuple]) -> Optional[str
 @executes(ast.Insert)
 def run_insert(ctx, stmt: ast.Insert) -> PreparedWrite:
     handle = ctx.resolve(stmt.table)
-    txn = ctx.start_transaction(handle.log)
+    txn = dml.start_transaction(ctx, handle.log)
     snap = txn.snapshot
     if snap.version < 0:
         raise TableNotFoundError(handle.name)
@@ -90,7 +91,9 @@ def run_insert(ctx, stmt: ast.Insert) -> PreparedWrite:
     if elsewhere is not None:  # through a Spark view or DataFrame over the target
         txn.read_whole_table()
     if self_reads:
-        scope_pred = _self_read_scope(stmt, struct, parts)
+        scope_pred, row_level = _self_read_scope(stmt, struct, parts, dml.scope_flags(snap))
+        if row_level:
+            txn.enable_row_level()
         for t in self_reads:
             if scope_pred is None:
                 txn.read_whole_table()
@@ -286,14 +289,15 @@ def _only_partition_columns(sql: str, parts: list[str]) -> bool:
     return bool(cols) and all(c.name.lower() in lower for c in cols)
 
 
-def _self_read_scope(stmt: ast.Insert, struct, parts) -> Optional[str]:
-    """The read predicate of an INSERT whose source reads the target (None: the whole table)."""
+def _self_read_scope(stmt: ast.Insert, struct, parts, flags: dict) -> tuple[Optional[str], bool]:
+    """The read predicate of an INSERT whose source reads the target (None: the whole table),
+    and whether its conflicts are checked per row."""
     try:
         from isolde.planner.scope import conflict_scope
 
-        scope = conflict_scope(stmt, [(f.name, f.dataType) for f in struct.fields], parts)
+        scope = conflict_scope(stmt, [(f.name, f.dataType) for f in struct.fields], parts, **flags)
     except Exception:
-        return None
+        return None, False
     if scope.reads_whole_table or scope.read_predicate is None:
-        return None
-    return scope.read_predicate
+        return None, scope.row_level_eligible
+    return scope.read_predicate, scope.row_level_eligible

@@ -261,11 +261,10 @@ def _conflict_scope(ctx, stmt) -> Optional[str]:
         handle = ctx.resolve(table)
         snap = ctx.snapshot(handle)
         struct = S.metadata_schema(snap.metadata)
-        config = S.configuration(snap.metadata)
+        from isolde.executor.dml import scope_flags
+
         result = conflict_scope(stmt, [(f.name, f.dataType) for f in struct.fields],
-                                S.partition_columns(snap.metadata),
-                                deletion_vectors=config.get("delta.enableDeletionVectors", "false").lower() == "true",
-                                clustered="delta.clustering" in (snap.domain_metadata or {}),
+                                S.partition_columns(snap.metadata), **scope_flags(snap),
                                 target_read=statement_reads_target(ctx, handle.path, stmt))
     except Exception:
         return None

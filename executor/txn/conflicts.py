@@ -39,6 +39,21 @@ SNAPSHOT_ISOLATION = "SnapshotIsolation"
 _APPEND_OPERATIONS = {"WRITE", "STREAMING UPDATE", "INSERT", "APPEND"}
 
 
+def _revives_rows(table_path: str | None, removed: RemoveFile, added: AddFile) -> bool:
+    """Does re-adding ``added`` (same path as ``removed``) make deleted rows live again?"""
+    if removed.deletion_vector is None:
+        return False
+    if added.deletion_vector is None:
+        return True
+    if table_path is None:
+        return True  # cannot tell: assume it does
+    from isolde.executor.log.deletion_vectors import read_deletion_vector
+
+    before = read_deletion_vector(table_path, removed.deletion_vector)
+    after = read_deletion_vector(table_path, added.deletion_vector)
+    return not before <= after
+
+
 def partition_hint(partition_values: dict | None) -> str | None:
     """'a=1/b=x' for a partitioned file, None for an unpartitioned one."""
     if not partition_values:
@@ -84,12 +99,13 @@ class WinningCommitSummary:
     def operation(self) -> str | None:
         return None if self.commit_info is None else self.commit_info.operation
 
-    @property
-    def data_change_added_files(self) -> list[AddFile]:
-        """Files with new rows. A file removed and re-added in the same commit (a new deletion
-        vector) only lost rows: a deletion, never an append."""
-        removed = {r.path for r in self.removed_files}
-        return [a for a in self.added_files if a.data_change and a.path not in removed]
+    def data_change_added_files(self, table_path: str | None = None) -> list[AddFile]:
+        """Files with new rows. A file removed and re-added in the same commit with a larger
+        deletion vector only lost rows: a deletion, never an append; one whose vector lost rows
+        (RESTORE to an older version) brings rows back: an append."""
+        removed = {r.path: r for r in self.removed_files}
+        return [a for a in self.added_files
+                if a.data_change and (a.path not in removed or _revives_rows(table_path, removed[a.path], a))]
 
     @property
     def data_change_removed_files(self) -> list[RemoveFile]:
@@ -192,7 +208,7 @@ class ConflictChecker:
             return  # read nothing: a blind append
         if txn.isolation_level == WRITE_SERIALIZABLE and self.winner.is_blind_append:
             return
-        for add in self.winner.data_change_added_files:
+        for add in self.winner.data_change_added_files(self.txn.table):
             if self._add_was_in_read_scope(add):
                 self._raise(
                     ConcurrentAppendException,

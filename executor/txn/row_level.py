@@ -69,7 +69,9 @@ class RowEffects:
     """What a commit's actions did to rows."""
 
     changed: dict[str, ChangedFile] = field(default_factory=dict)  # data file path -> deleted rows
-    added: list[AddFile] = field(default_factory=list)  # new data files: their rows are new
+    # rows that are new: a new data file (positions None: its live rows), or rows a smaller
+    # deletion vector brings back (RESTORE to an older version)
+    added: list[tuple[AddFile, Optional[BitMap64]]] = field(default_factory=list)
     rewritten: set[str] = field(default_factory=set)  # removed with dataChange=false (a compaction)
     dv_adds: dict[str, AddFile] = field(default_factory=dict)  # path -> the re-added file (new DV)
 
@@ -88,12 +90,16 @@ class RowEffects:
             if add is not None:  # a deletion-vector change: the new vector's extra rows
                 out.dv_adds[path] = add
                 before = files.deleted_rows(rm.deletion_vector)
-                out.changed[path] = ChangedFile(rm, files.deleted_rows(add.deletion_vector) - before)
+                after = files.deleted_rows(add.deletion_vector)
+                if after - before:
+                    out.changed[path] = ChangedFile(rm, after - before)
+                if before - after:
+                    out.added.append((add, before - after))
             elif rm.data_change:  # removed outright: every live row deleted
                 out.changed[path] = ChangedFile(rm, files.live_rows(rm))
             else:
                 out.rewritten.add(path)
-        out.added = [a for p, a in adds.items() if p not in removes and a.data_change]
+        out.added += [(a, None) for p, a in adds.items() if p not in removes and a.data_change]
         return out
 
 
@@ -355,8 +361,8 @@ class RowLevelChecker:
             blind = True
         else:
             blind = False
-        for add in self.theirs.added:
-            row = read.first_match(self.files, add)
+        for add, positions in self.theirs.added:
+            row = read.first_match(self.files, add, positions)
             if row is not None:
                 detail = (f"The winner added a row this transaction should have read: {_describe_row(row)} "
                           f"in {add.path}, which satisfies {read.describe()}.")
@@ -397,8 +403,8 @@ class RowLevelChecker:
             row = scope.first_match(self.files, mine.base, mine.positions)
             if row is not None:
                 return ("deleted or updated", row, path, mine.base.partition_values)
-        for add in self.state.effects.added:
-            row = scope.first_match(self.files, add)
+        for add, positions in self.state.effects.added:
+            row = scope.first_match(self.files, add, positions)
             if row is not None:
                 return ("added", row, add.path, add.partition_values)
         return None

@@ -173,7 +173,10 @@ DML = ("UPD", "DEL", "MRG")
 #           "other" (partitioned, this on D1, winner on D2)
 CELLS = []
 for this in DML:
-    CELLS += [(this, "INS", WS, "flat", None), (this, "INS", SER, "flat", A)]
+    # under Serializable an append conflicts when a row it added may satisfy this read: UPDATE /
+    # DELETE read date = D1 (the appended row's date); MERGE reads its key set, which the
+    # appended file's statistics show it cannot hold (the row-scoped pruning issue 19 asks for)
+    CELLS += [(this, "INS", WS, "flat", None), (this, "INS", SER, "flat", None if this == "MRG" else A)]
 for k, this in enumerate(DML):
     for j, winner in enumerate(DML):
         CELLS.append((this, winner, (WS, SER)[(j + k) % 2], "flat", A))

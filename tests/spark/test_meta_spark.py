@@ -87,22 +87,28 @@ def test_restore_time_travel_and_concurrent_writers(session):
     when = dt.datetime.fromtimestamp(ts / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
     s.execute(f"RESTORE TABLE t TO TIMESTAMP AS OF '{when}'")           # v5
     assert_same_rows(s, path, ref="t", expected=[(1, "a"), (2, "b"), (3, "c")])
-    # a DELETE prepared before a RESTORE commits loses: the rows it read were changed under it
-    prepared = s.prepare("DELETE FROM t WHERE id = 3")
+    # a DELETE prepared before a RESTORE commits loses when the RESTORE deleted the same row
+    # (checked per row: the RESTORE's deletion vector on that file removes id 1 again)
+    prepared = s.prepare("DELETE FROM t WHERE id = 1")
     s.execute("RESTORE TABLE t TO VERSION AS OF 3")                    # v6
-    with pytest.raises(E.ConcurrentModificationException):
+    with pytest.raises(E.ConcurrentDeleteDeleteException):
         prepared.commit()
     assert version_of(path) == 6
     assert_same_rows(s, path, ref="t", expected=[(2, "b"), (3, "c")])
-    # a RESTORE prepared before a DELETE commits loses too
+    # ... and commits after it when the rows differ: RESTORE, then the DELETE, is a serial order
+    prepared = s.prepare("DELETE FROM t WHERE id = 3")
+    s.execute("RESTORE TABLE t TO VERSION AS OF 5")                    # v7: 1, 2, 3 again
+    prepared.commit()                                                  # v8
+    assert_same_rows(s, path, ref="t", expected=[(1, "a"), (2, "b")])
+    # a RESTORE prepared before a DELETE commits loses (it read the whole table)
     restore = s.prepare("RESTORE TABLE t TO VERSION AS OF 2")
-    s.execute("DELETE FROM t WHERE id = 2")                            # v7
+    s.execute("DELETE FROM t WHERE id = 2")                            # v9
     with pytest.raises(E.ConcurrentModificationException):
         restore.commit()
-    assert_same_rows(s, path, ref="t", expected=[(3, "c")])
+    assert_same_rows(s, path, ref="t", expected=[(1, "a")])
     with pytest.raises(E.VersionNotFoundError):
         s.execute("RESTORE TABLE t TO VERSION AS OF 42")
-    assert version_of(path) == 7
+    assert version_of(path) == 9
 
 
 def test_vacuum_with_a_concurrent_prepared_write(session):
