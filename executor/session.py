@@ -366,7 +366,15 @@ def translate_errors(fn, ctx=None):
 def translate_exception(e: BaseException, ctx=None) -> E.IsoldeError:
     from isolde.executor.writer import SEP, VIOLATION_MARK
 
+    if isinstance(e, RecursionError):
+        return E.ExecutionError(
+            "The statement is too deeply nested for isolde to plan (Python's recursion limit): "
+            "split it, or flatten nested expressions.", error_class="STATEMENT_TOO_COMPLEX", sqlstate="54001")
     text = str(e)
+    if "java.lang.StackOverflowError" in text:
+        return E.ExecutionError(
+            "The statement is too complex for Spark's planner (its thread stack overflowed): split it, or "
+            "flatten nested expressions.", error_class="STATEMENT_TOO_COMPLEX", sqlstate="54001")
     if VIOLATION_MARK in text:
         start = text.index(VIOLATION_MARK)
         parts = text[start:].split(SEP)

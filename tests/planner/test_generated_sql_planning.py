@@ -34,3 +34,17 @@ def test_planning_five_thousand_conditions(joiner):
         schema = {"fields": [{"name": "id", "type": "integer"}, {"name": "v", "type": "integer"}]}
         pred = Predicate(scope.read_predicate, schema)
         assert pred.partition_may_match({})
+
+
+def test_recursion_past_the_limit_is_a_clear_error_not_a_recursion_error():
+    from isolde.executor.session import translate_errors
+
+    def deep(n):
+        return deep(n + 1)
+
+    with pytest.raises(E.ExecutionError) as err:
+        translate_errors(lambda: deep(0))
+    assert err.value.error_class == "STATEMENT_TOO_COMPLEX" and "too deeply nested" in str(err.value)
+    with pytest.raises(E.ExecutionError) as err:
+        translate_errors(lambda: (_ for _ in ()).throw(RuntimeError("py4j ... java.lang.StackOverflowError at ...")))
+    assert err.value.error_class == "STATEMENT_TOO_COMPLEX" and "Spark's planner" in str(err.value)
