@@ -26,7 +26,6 @@ the rows read; past it the file-level rules decide for that winner and the messa
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional
 
@@ -218,12 +217,11 @@ class ReadScope:
             return "the whole table"
         return " OR ".join(f"({p.sql})" for p in self.predicates if p.sql) or "nothing"
 
-    def file_may_match(self, f: AddFile | RemoveFile) -> bool:
+    def file_may_match(self, f: AddFile) -> bool:
+        """Could the read have seen a row of ``f`` (its partition values and statistics)?"""
         if self.reads_nothing:
             return False
-        if self.whole_table:
-            return True
-        return any(p.file_may_match(f) for p in self.predicates if isinstance(f, AddFile)) or not isinstance(f, AddFile)
+        return self.whole_table or any(p.file_may_match(f) for p in self.predicates)
 
     def first_match(self, files: TableFiles, f, positions: Optional[BitMap64] = None) -> Optional[dict]:
         """The first row of ``f`` (at ``positions``, else its live rows) the read may have seen."""
@@ -431,7 +429,6 @@ def rebase_deletion_vectors(actions: list[Action], winner: WinningCommitSummary,
     if not to_union:
         return actions, []
     descriptors = write_deletion_vectors(files.table_path, to_union)
-    written = sorted({os.path.join(os.path.dirname(files.local(next(iter(to_union)))), "")}) and []
     new_actions = []
     for a in actions:
         if isinstance(a, RemoveFile) and a.path in to_union:
