@@ -8,12 +8,14 @@ reads back as something else (a function, a literal, a syntax error), and the sc
 describes other rows than the statement read.
 
 Part 1 (no Spark job; the keyword lists only): for every keyword of Spark's
-``sql_keywords()`` and of sqlglot's tokenizer (isolde's dialect and plain Databricks), in
-lower, upper and mixed case, and every predicate shape below, the predicate is built over the
-name as a quoted identifier and goes through isolde's parser (DELETE / UPDATE / MERGE),
-``conflict_scope``, ``key_predicate``, rendering, ``parse_condition`` and the executor's
-``Predicate``; the same column names and the same tree (ignoring the ``quoted`` flag, table
-qualifiers and parentheses) must come back.
+``sql_keywords()`` and of sqlglot's tokenizer (isolde's dialect and plain Databricks; ~550
+words) and every predicate shape in SHAPES, the predicate is built over the name as a quoted
+identifier (lower, upper and mixed case, rotating over the shapes) and goes through isolde's
+parser, ``conflict_scope``, the rendered scope through ``parse_condition`` and the executor's
+``Predicate``, and the direct render; half the keywords also through UPDATE and MERGE (six
+shapes), all through ``key_predicate`` and a struct field. The same column names and the same
+tree (ignoring the ``quoted`` flag, table qualifiers and parentheses) must come back, and the
+planner must never raise. (~20-25 s: the cost is sqlglot parsing, ~90k shape instances.)
 
 Part 2 (no Spark job; Spark's parser only): every keyword UNQUOTED in a few positions. Where
 Spark's own parser refuses it, isolde must refuse it with a ParseError carrying line/column;
@@ -22,8 +24,11 @@ analyses and in the SQL it executes; the words isolde claims to accept unquoted
 (grammar/dialect.py BARE_NAME_WORDS and the plain words) must be accepted.
 
 Part 3 (Spark): one Delta table whose columns are keyword names, real UPDATE / DELETE / MERGE
-through ``session.execute`` (quoted, and unquoted for the claimed words), rows checked with
-delta-rs; ANSI-reserved words unquoted give a ParseError with line/column and change nothing.
+through ``session.execute`` (quoted, and unquoted for the claimed words; names on both sides of
+comparisons), rows checked with delta-rs against a model, recorded read predicates evaluated by
+Spark; isolde's reserved words (and true/false/null/...) unquoted give a ParseError at the right
+line and write nothing, or, where isolde accepts the text, change exactly the rows Spark's own
+reading of it selects.
 """
 
 from __future__ import annotations
