@@ -46,7 +46,7 @@ _FOLLOWERS = frozenset({
     TokenType.AND, TokenType.OR, TokenType.LIKE, TokenType.ILIKE, TokenType.RLIKE, TokenType.NOT,
     TokenType.FROM, TokenType.ALIAS, TokenType.THEN, TokenType.ELSE, TokenType.END, TokenType.WHEN,
     TokenType.ASC, TokenType.DESC, TokenType.DPIPE, TokenType.AMP, TokenType.PIPE, TokenType.CARET,
-    TokenType.SEMICOLON, TokenType.R_BRACKET,
+    TokenType.SEMICOLON, TokenType.R_BRACKET, TokenType.SENTINEL,
 })
 
 
@@ -59,10 +59,27 @@ class Isolde(Databricks):
         BARE_NAME_TOKENS = frozenset(
             Databricks.Tokenizer.KEYWORDS[w] for w in BARE_NAME_WORDS if w in Databricks.Tokenizer.KEYWORDS
         )
+        _BARE_NAME_TEXTS = frozenset(BARE_NAME_WORDS)
+
+        # Spark reads a bare CURRENT_DATE / CURRENT_TIMESTAMP / CURRENT_USER ... as the column of
+        # that name when the table has one, else as the function: kept a bare name here (the
+        # planner finds no such column and widens; Spark resolves the text as it would the
+        # user's). A bare current_path is always Spark's function.
+        _NILADIC_TOKENS = frozenset(Databricks.Parser.NO_PAREN_FUNCTIONS) | {
+            TokenType.CURRENT_SCHEMA, TokenType.CURRENT_TIME, TokenType.CURRENT_CATALOG}
 
         def _parse_unary(self):
             curr, nxt = self._curr, self._next
-            if (curr is not None and curr.token_type in self.BARE_NAME_TOKENS
+            if (curr is not None and (nxt is None or nxt.token_type != TokenType.L_PAREN)
+                    and not (self._prev is not None and self._prev.token_type == TokenType.DOT)):
+                if curr.token_type in self._NILADIC_TOKENS:
+                    self._advance()
+                    return self._parse_column_ops(exp.Column(this=exp.Identifier(this=curr.text, quoted=False)))
+                if curr.token_type == TokenType.VAR and curr.text.lower() == "current_path":
+                    self._advance()
+                    return exp.Anonymous(this=curr.text, expressions=[])
+            if (curr is not None and (curr.token_type in self.BARE_NAME_TOKENS
+                                      or (curr.token_type == TokenType.VAR and curr.text.upper() in self._BARE_NAME_TEXTS))
                     and (nxt is None or nxt.token_type in _FOLLOWERS)):
                 self._advance()
                 column = exp.Column(this=exp.Identifier(this=curr.text, quoted=False))
@@ -91,22 +108,31 @@ DIALECT = Isolde()
 
 def needs_quotes(name: str) -> bool:
     """Must ``name`` be quoted to read back as a name? Yes when it is not a plain word, or it
-    is a tokenizer keyword that does not read back as a plain column in every position a
-    generated name takes (``w = 1``, ``w + 1``, ``t.w``, ``SELECT w FROM t``) -- worked out by
-    parsing, once per keyword, so it follows the installed sqlglot."""
+    does not read back as a plain column in every position a generated name takes (``w = 1``
+    also at a statement's start, ``1 < w``, ``w < 2``, ``w + 1``, ``t.w``, inside NOT (...),
+    ``SELECT w FROM t``) -- worked out by parsing, once per name, so it follows the installed
+    sqlglot (``if``, ``array``, ``map`` are no keywords of its tokenizer, yet misread)."""
     if not _SIMPLE_NAME.match(name):
         return True
-    return name.upper() in Isolde.Tokenizer.KEYWORDS and not _reads_as_column(name.lower())
+    return not _reads_as_column(name.lower())
 
 
 @functools.lru_cache(maxsize=None)
 def _reads_as_column(w: str) -> bool:
     try:
         eq = sqlglot.parse_one(f"{w} = 1", read=DIALECT, into=exp.Condition)
+        statement = sqlglot.parse_one(f"{w} = 1", read=DIALECT)  # a word that starts statements
+        right = sqlglot.parse_one(f"1 < {w}", read=DIALECT, into=exp.Condition)
+        less = sqlglot.parse_one(f"{w} < 2", read=DIALECT, into=exp.Condition)  # ARRAY<...> / MAP<...>
+        nested = sqlglot.parse_one(f"NOT ({w} = 4 OR {w} IS NULL)", read=DIALECT, into=exp.Condition)
         add = sqlglot.parse_one(f"{w} + 1 > 0", read=DIALECT, into=exp.Condition)
         dotted = sqlglot.parse_one(f"t.{w} = 1", read=DIALECT, into=exp.Condition)
         select = sqlglot.parse_one(f"SELECT {w}, 1 FROM t WHERE {w} IS NULL", read=DIALECT)
     except Exception:
+        return False
+    if not (isinstance(statement, exp.EQ) and isinstance(right, exp.LT) and isinstance(right.expression, exp.Column)
+            and right.expression.name == w and isinstance(less, exp.LT) and isinstance(less.this, exp.Column)
+            and isinstance(nested, exp.Not) and [c.name for c in nested.find_all(exp.Column)] == [w, w]):
         return False
 
     def is_col(node, table=""):

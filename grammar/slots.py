@@ -29,7 +29,7 @@ import sqlglot.expressions as exp
 from isolde.errors import ParseError, caret_excerpt
 
 from .ast import Expr, Query, Span, TableRef
-from .dialect import DIALECT as ISOLDE_DIALECT
+from .dialect import DIALECT as ISOLDE_DIALECT, needs_quotes
 from .splitter import COMMENT, STRING, UNTERMINATED
 
 DIALECT = ISOLDE_DIALECT
@@ -172,9 +172,11 @@ def _operand(text: str):
         if constant is not None:
             return constant()
         if "." not in text and "`" not in text:  # the usual bare column name
-            return None if upper in _KEYWORDS else exp.Column(this=exp.Identifier(this=text, quoted=False))
+            if upper in _KEYWORDS or needs_quotes(text):  # not a plain column to isolde's dialect
+                return None
+            return exp.Column(this=exp.Identifier(this=text, quoted=False))
         parts = text.split(".") if "`" not in text else re.findall(_NAME, text)
-        if any(p[0] != "`" and p.upper() in _KEYWORDS for p in parts):
+        if any(p[0] != "`" and (p.upper() in _KEYWORDS or needs_quotes(p)) for p in parts):
             return None
         idents = [exp.Identifier(this=p[1:-1], quoted=True) if p[0] == "`" else exp.Identifier(this=p, quoted=False) for p in reversed(parts)]
         return exp.Column(**dict(zip(_COLUMN_PARTS, idents)))

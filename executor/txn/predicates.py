@@ -84,7 +84,7 @@ def parse_predicate(sql: str | exp.Expression | None) -> exp.Expression | None:
     """SQL text (databricks dialect) to a sqlglot expression; None stays None."""
     if sql is None or isinstance(sql, exp.Expression):
         return sql
-    return sqlglot.parse_one(sql, read=DIALECT)
+    return sqlglot.parse_one(sql, read=DIALECT, into=exp.Condition)  # never a statement (`alter = 1`)
 
 
 def _top_level(column: exp.Column, columns: Mapping[str, tuple[str, Any]] | None = None) -> str | None:
