@@ -798,6 +798,9 @@ READS_TARGET = [
     ("insert-scalar-subquery-view", "INSERT INTO t SELECT id + 20, (SELECT max(v) FROM tv) FROM o"),
     ("insert-where-exists-path",
      "INSERT INTO t SELECT id + 10, v FROM o WHERE EXISTS (SELECT 1 FROM delta.`{path}` s WHERE s.id = o.id)"),
+    # two reads of the target: every row by path, some rows by name in a subquery
+    ("insert-select-path-and-subquery-by-name",
+     "INSERT INTO t SELECT id + 10, v FROM delta.`{path}` WHERE (SELECT count(*) FROM t s WHERE s.id = 1) > 0"),
     # a view over another table whose definition reads the target in a subquery
     ("delete-exists-view-with-subquery-over-target",
      "DELETE FROM t WHERE id = 1 AND EXISTS (SELECT 1 FROM o_if_t2 s WHERE s.id = 2)"),
