@@ -916,9 +916,16 @@ def run_update_delete(ctx, stmt, is_update: bool):
             union, slices = scan_rows_by_partition(ctx, target, list(touched.values()))
             return plan_slice_write(ctx, target, changes_over(flagged_over(None, df=union)), slices)
 
+        # a subquery over the union of per-partition scans (a correlated one becomes a join)
+        # broke the one-job rewrite's planning ("key not found: k#93"): per-partition jobs instead
+        import sqlglot.expressions as exp
+
+        subquery = any(t is not None and t.find(exp.Subquery, exp.Exists, exp.Select) is not None
+                       for t in [stmt.where.tree if stmt.where is not None else None]
+                       + [a.value.tree for a in assignments])
         change = apply_changes(ctx, target, changes, touched, changed_rows=changed,
                                changes_for=None if nondet or moves else changes_in,
-                               changes_by_partition=None if nondet or moves else changes_by_partition,
+                               changes_by_partition=None if nondet or moves or subquery else changes_by_partition,
                                deleted_rows={} if is_update else changed, changed_only=dv_only)
         metrics["rewriteTimeMs"] = int((time.time() - scanned) * 1000)
         return prepared(target, operation, parameters, change, metrics, started)

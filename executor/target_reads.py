@@ -29,6 +29,7 @@ from typing import Iterable, Optional
 import sqlglot.expressions as exp
 
 from isolde.grammar import ast
+from isolde.planner.resolve import FILE_FORMATS
 
 #: plan leaves that read no table files
 _NO_FILES = frozenset({"LocalRelation", "Range", "OneRowRelation", "LogicalRDD", "ExternalRDD",
@@ -37,7 +38,7 @@ _NO_FILES = frozenset({"LocalRelation", "Range", "OneRowRelation", "LogicalRDD",
 
 def _local(uri: str) -> str:
     path = urllib.parse.unquote(urllib.parse.urlparse(uri).path) if "://" in uri or uri.startswith("file:") else uri
-    return os.path.abspath(path)
+    return os.path.realpath(path)  # a symlink to the table is the table
 
 
 def _under(path: str, folder: str) -> bool:
@@ -46,14 +47,12 @@ def _under(path: str, folder: str) -> bool:
 
 def dataframe_reads(df, folder: str) -> Optional[str]:
     """Why the Spark DataFrame ``df`` reads the table in ``folder``, or None when it does not."""
-    folder = os.path.abspath(folder)
+    folder = os.path.realpath(folder)
     try:
-        leaves = df._jdf.queryExecution().analyzed().collectLeaves()
-        count = leaves.size()
+        leaves = _leaves_with_subqueries(df._jdf.queryExecution().analyzed())
     except Exception:
         return "its plan cannot be analysed"
-    for i in range(count):
-        leaf = leaves.apply(i)
+    for leaf in leaves:
         kind = leaf.getClass().getSimpleName()
         if kind in _NO_FILES:
             continue
@@ -70,6 +69,22 @@ def dataframe_reads(df, folder: str) -> Optional[str]:
             continue
         return f"it reads a {kind} whose origin cannot be analysed"
     return None
+
+
+def _leaves_with_subqueries(plan) -> list:
+    """The leaves of an analysed plan and of every subquery in its expressions (an IN / EXISTS /
+    scalar subquery reads tables too), nested ones included."""
+    out, stack, seen = [], [plan], 0
+    while stack:
+        node = stack.pop()
+        seen += 1
+        if seen > 10_000:
+            raise RuntimeError("plan too large to analyse")
+        leaves = node.collectLeaves()
+        out += [leaves.apply(i) for i in range(leaves.size())]
+        subs = node.subqueriesAll()
+        stack += [subs.apply(i) for i in range(subs.size())]
+    return out
 
 
 def _tables(tree: Optional[exp.Expression]) -> Iterable[exp.Table]:
@@ -102,11 +117,16 @@ def _statement_parts(stmt) -> tuple[list, list]:
 
 def statement_reads_target(ctx, target_path: str, stmt) -> Optional[str]:
     """Why a write's parts other than its target (WHERE / SET / ON / source) read the table at
-    ``target_path`` under some name, or None. CTE names are not tables."""
+    ``target_path`` under some name, or None. CTE names are not tables. For an INSERT, a
+    reference by the target's own name is left to the planner (it scopes a simple
+    ``SELECT ... FROM t WHERE ...``); any other spelling of the target is reported."""
     trees, refs = _statement_parts(stmt)
+    own = None
+    if isinstance(stmt, ast.Insert) and stmt.table.path is None and stmt.table.parts:
+        own = stmt.table.parts[-1].lower()
     from isolde.executor import dml
 
-    folder = os.path.abspath(target_path)
+    folder = os.path.realpath(target_path)
     database = dml.current_database(ctx)
     candidates: list[tuple[ast.TableRef, str]] = [(r, ".".join(r.parts) if r.parts else f"delta.`{r.path}`")
                                                    for r in refs]
@@ -118,12 +138,15 @@ def statement_reads_target(ctx, target_path: str, stmt) -> Optional[str]:
                 continue
             if node.db and node.db.lower() == "delta" and not node.catalog:
                 candidates.append((ast.TableRef(path=node.name), f"delta.`{node.name}`"))
+            elif node.db and node.db.lower() in FILE_FORMATS and not node.catalog:  # parquet.`/path`
+                if _under(_local(node.name), folder):
+                    return f"{node.db}.`{node.name}` reads the target's files"
             else:
                 candidates.append((ast.TableRef(parts=parts), ".".join(parts)))
     seen = set()
     for ref, spelled in candidates:
         key = (ref.path, tuple(p.lower() for p in ref.parts or ()))
-        if key in seen:
+        if key in seen or (own is not None and ref.path is None and ref.parts and ref.parts[-1].lower() == own):
             continue
         seen.add(key)
         try:
@@ -131,7 +154,7 @@ def statement_reads_target(ctx, target_path: str, stmt) -> Optional[str]:
         except Exception:
             handle = None
         if handle is not None:
-            if os.path.abspath(handle.path) == folder:
+            if os.path.realpath(handle.path) == folder:
                 return f"{spelled} is the target table"
             continue
         if ref.path is not None:

@@ -477,7 +477,7 @@ def _insert_scope(stmt: ast.Insert, names, types, b: _Builder, target_read: Opti
         refs = [t for t in source_tree.find_all(exp.Table) if resolver_t.is_target_table(t)]
     if not refs and any(_same_table(t, stmt.table) for t in getattr(stmt.source, "tables", ())):
         refs = [None]
-    if not refs and target_read:
+    if target_read:  # the target read under another name (its path, a view): rows unknown here
         b.note(f"{target_read}: whole table")
         refs = [None]
     for table in refs:

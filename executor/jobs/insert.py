@@ -28,7 +28,7 @@ from isolde.executor.jobs import executes
 from isolde.executor.jobs.query import bind_query
 from isolde.executor.results import CommitResult, PreparedWrite
 from isolde.executor.scan import scan
-from isolde.executor.target_reads import dataframe_reads
+from isolde.executor.target_reads import dataframe_reads, statement_reads_target
 from isolde.executor.writer import SEP, VIOLATION_MARK, conform, identity_metadata_update, write_files
 from isolde.grammar import ast
 from isolde.grammar.dialect import DIALECT
@@ -87,11 +87,15 @@ def run_insert(ctx, stmt: ast.Insert) -> PreparedWrite:
     bound = bind_query(ctx, stmt.source, pinned={handle.path: snap})
     self_reads = [t for t in bound.tables if t.path == handle.path and t.version == snap.version
                   and t.snapshot is snap]
-    elsewhere = None if self_reads else dataframe_reads(bound.df, handle.path)
-    if elsewhere is not None:  # through a Spark view or DataFrame over the target
+    # the target read under another name (its path, a Spark view or DataFrame over it, inside
+    # a subquery too): the planner's scope cannot say which rows, so the whole table
+    elsewhere = statement_reads_target(ctx, handle.path, stmt)
+    if elsewhere is None and not self_reads:
+        elsewhere = dataframe_reads(bound.df, handle.path)
+    if elsewhere is not None:
         txn.read_whole_table()
     if self_reads:
-        scope_pred, row_level = _self_read_scope(stmt, struct, parts, dml.scope_flags(snap))
+        scope_pred, row_level = _self_read_scope(stmt, struct, parts, dml.scope_flags(snap), elsewhere)
         if row_level:
             txn.enable_row_level()
         for t in self_reads:
@@ -289,13 +293,15 @@ def _only_partition_columns(sql: str, parts: list[str]) -> bool:
     return bool(cols) and all(c.name.lower() in lower for c in cols)
 
 
-def _self_read_scope(stmt: ast.Insert, struct, parts, flags: dict) -> tuple[Optional[str], bool]:
+def _self_read_scope(stmt: ast.Insert, struct, parts, flags: dict,
+                     target_read: Optional[str] = None) -> tuple[Optional[str], bool]:
     """The read predicate of an INSERT whose source reads the target (None: the whole table),
     and whether its conflicts are checked per row."""
     try:
         from isolde.planner.scope import conflict_scope
 
-        scope = conflict_scope(stmt, [(f.name, f.dataType) for f in struct.fields], parts, **flags)
+        scope = conflict_scope(stmt, [(f.name, f.dataType) for f in struct.fields], parts, **flags,
+                               target_read=target_read)
     except Exception:
         return None, False
     if scope.reads_whole_table or scope.read_predicate is None:
