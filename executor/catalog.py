@@ -23,6 +23,7 @@ import json
 import os
 import re
 import shutil
+import unicodedata
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Optional
@@ -113,11 +114,51 @@ class TableHandle:
         return not self.external and not self.by_path
 
 
+#: a folder name (and so a table or database name) holds at most this many UTF-8 bytes (ext4, XFS,
+#: APFS, NTFS: 255); a longer name was a raw OS error from deep inside a write
+MAX_NAME_BYTES = 255
+
+
+def unprintable(name: str) -> Optional[str]:
+    """The first character a name must not hold, described: control characters (NUL, newline...),
+    and format characters such as the bidirectional overrides that make a name display
+    differently from what it is (U+202E shows `txt.exe` as `exe.txt`)."""
+    for ch in name:
+        category = unicodedata.category(ch)
+        if category in ("Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"):
+            return f"U+{ord(ch):04X} ({unicodedata.name(ch, category)})"
+    return None
+
+
+def check_identifier(name: str, what: str = "column") -> str:
+    """A column (or other) name: printable characters only, as Spark's identifiers."""
+    bad = unprintable(name)
+    if bad is not None:
+        raise AnalysisError(f"Invalid {what} name {name!r}: it holds the character {bad}; names may hold "
+                            "printable characters only.", error_class="INVALID_IDENTIFIER", sqlstate="42602")
+    return name
+
+
 def check_name(name: str, what: str = "table") -> str:
     if not name or name in (".", "..") or name.startswith(".") or _BAD_NAME.search(name):
         raise AnalysisError(f"Invalid {what} name `{name}`: names cannot be empty, start with '.', or contain "
                             "path separators.", error_class="INVALID_IDENTIFIER", sqlstate="42602")
+    check_identifier(name, what)
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        raise AnalysisError(f"Invalid {what} name `{name[:40]}...`: {len(name.encode('utf-8'))} bytes long; a "
+                            f"{what} name is a folder name and may hold at most {MAX_NAME_BYTES} bytes.",
+                            error_class="INVALID_IDENTIFIER", sqlstate="42602")
     return name.lower()
+
+
+def foreign_entries(path: str) -> list[str]:
+    """What a folder that is not a Delta table already holds (hidden names left out: a failed
+    write's staging folder, a file manager's .DS_Store). CREATE TABLE / CTAS / CLONE refuse such a
+    location, as Delta does: a later VACUUM would take those files for the table's garbage."""
+    try:
+        return sorted(n for n in os.listdir(path) if not n.startswith("."))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 class Catalog:

@@ -166,6 +166,7 @@ class ExecutionContext:
         (``SET spark.databricks.delta.commitInfo.userMetadata = ...``), as Delta's does."""
         txn = log.start_transaction()
         txn.user_metadata = self.conf.get(USER_METADATA_KEY)
+        txn.verify_files = True  # the files a statement staged must still exist at its commit
         return txn
 
     def eval_timestamp(self, expr) -> dt.datetime:

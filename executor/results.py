@@ -529,6 +529,16 @@ class PreparedWrite:
     state: str = "prepared"  # prepared | committed | aborted | failed
     result: Optional[CommitResult] = None
     started: float = field(default_factory=time.perf_counter)
+    lease: Optional[str] = None  # keeps VACUUM off the staged files until commit or abort
+
+    def __post_init__(self) -> None:
+        if self.staged_paths and self.lease is None:
+            from isolde.executor import leases
+
+            try:
+                self.lease = leases.take(self.staged_paths)
+            except OSError:  # a read-only table folder: the commit will fail anyway
+                self.lease = None
 
     def commit(self) -> CommitResult:
         if self.state != "prepared":
@@ -540,7 +550,14 @@ class PreparedWrite:
             self._remove_staged()
             raise
         self.state = "committed"
+        self._release()
         return self.result
+
+    def _release(self) -> None:
+        from isolde.executor import leases
+
+        leases.release(self.lease)
+        self.lease = None
 
     def abort(self) -> None:
         if self.state == "prepared":
@@ -555,3 +572,4 @@ class PreparedWrite:
                 shutil.rmtree(path, ignore_errors=True)
             elif os.path.exists(path):
                 os.remove(path)
+        self._release()

@@ -207,6 +207,9 @@ def type_sql(dt: T.DataType) -> str:
 
 
 def column_to_field(col: ast.ColumnDef) -> T.StructField:
+    from isolde.executor.catalog import check_identifier
+
+    check_identifier(col.name, "column")
     dt = parse_data_type(col.data_type)
     meta: dict = {}
     nullable = col.nullable

@@ -152,6 +152,14 @@ class NotNullViolationError(ConstraintViolationError):
     sqlstate = "23502"
 
 
+class StagedFileMissingError(ExecutionError):
+    """A write's staged data file or deletion vector is gone before its commit (deleted by a
+    VACUUM with a shortened retention, or by hand): nothing was committed."""
+
+    error_class = "DELTA_FILE_NOT_FOUND_DETAILED"
+    sqlstate = "42K03"
+
+
 class MergeCardinalityError(ExecutionError):
     error_class = "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"
     sqlstate = "21506"

@@ -29,6 +29,7 @@ import uuid
 
 from isolde.errors import AnalysisError, TableAlreadyExistsError
 from isolde.executor import properties as P
+from isolde.executor.catalog import foreign_entries
 from isolde.executor.jobs import executes
 from isolde.executor.log.actions import DeletionVectorDescriptor, DomainMetadata, Metadata
 from isolde.executor.log.deletion_vectors import dv_file_path, z85_encode
@@ -55,7 +56,7 @@ def _deep_add(src_path: str, dst_path: str, add, copied: list[str], dv_names: di
     dst_file = os.path.join(dst_path, rel)
     os.makedirs(os.path.dirname(dst_file), exist_ok=True)
     if not os.path.exists(dst_file):
-        shutil.copy2(src_file, dst_file)
+        shutil.copyfile(src_file, dst_file)  # a new mtime: VACUUM sees a new file
         copied.append(dst_file)
     dv = add.deletion_vector
     if dv is not None and dv.storage_type == "u":
@@ -63,7 +64,7 @@ def _deep_add(src_path: str, dst_path: str, add, copied: list[str], dv_names: di
         dst_dv = dv_file_path(dst_path, dv)
         if not os.path.exists(dst_dv):
             os.makedirs(os.path.dirname(dst_dv), exist_ok=True)
-            shutil.copy2(src_dv, dst_dv)
+            shutil.copyfile(src_dv, dst_dv)
             copied.append(dst_dv)
     elif dv is not None and dv.storage_type == "p":  # an absolute DV (the source is a shallow clone): copy it home
         src_dv = dv_file_path(src_path, dv)
@@ -71,7 +72,7 @@ def _deep_add(src_path: str, dst_path: str, add, copied: list[str], dv_names: di
         if file_id is None:
             file_id = uuid.uuid4()
             dst_dv = os.path.join(dst_path, f"deletion_vector_{file_id}.bin")
-            shutil.copy2(src_dv, dst_dv)
+            shutil.copyfile(src_dv, dst_dv)
             copied.append(dst_dv)
             dv_names[src_dv] = file_id
         dv = DeletionVectorDescriptor("u", z85_encode(file_id.bytes), dv.size_in_bytes, dv.cardinality, dv.offset,
@@ -92,7 +93,7 @@ def run(ctx, stmt: ast.CloneTable):
             return QueryResult(columns=[], rows=[], message=f"Table {target.name} already exists; nothing cloned.")
         if not stmt.or_replace:
             raise TableAlreadyExistsError(target.name)
-    elif os.path.isdir(target.path) and any(not n.startswith(".") for n in os.listdir(target.path)):
+    elif foreign_entries(target.path):
         raise AnalysisError(f"Cannot clone into {target.path}: the folder is not empty and is not a Delta table.",
                             error_class="DELTA_CLONE_TARGET_NOT_EMPTY")
     overrides = P.validate_new_properties(P.properties_dict(stmt.properties))

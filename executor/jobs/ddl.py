@@ -25,7 +25,7 @@ from pyspark.sql import types as T
 
 from isolde.errors import AnalysisError, InvalidPropertyError, TableAlreadyExistsError, TableNotFoundError
 from isolde.executor import schema as S
-from isolde.executor.catalog import has_commits
+from isolde.executor.catalog import check_identifier, foreign_entries, has_commits
 from isolde.executor.jobs import executes
 from isolde.executor.results import CommitResult, PreparedWrite, QueryResult
 from isolde.grammar import ast
@@ -143,6 +143,13 @@ def run_create_table(ctx, stmt: ast.CreateTable):
         raise AnalysisError(f"Cannot create table {handle.name}: location {handle.path} already holds a Delta "
                             "table. Leave out the schema to register it, or use CREATE OR REPLACE.",
                             error_class="DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION", sqlstate="42601")
+    foreign = [] if data_exists else foreign_entries(handle.path)
+    if foreign:
+        raise AnalysisError(
+            f"Cannot create table {handle.name}: location {handle.path} is not empty and is not a Delta table "
+            f"(it holds {', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}). Use an empty folder, or "
+            "CONVERT TO DELTA for a folder of Parquet files.",
+            error_class="DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION", sqlstate="42601")
 
     config, min_reader, min_writer = table_properties(ctx, stmt.properties)
 
@@ -166,7 +173,7 @@ def run_create_table(ctx, stmt: ast.CreateTable):
             raise AnalysisError(f"CREATE TABLE {handle.name} needs a column list or AS SELECT.",
                                 error_class="DELTA_SCHEMA_NOT_PROVIDED", sqlstate="42908")
         struct = S.columns_to_struct(stmt.columns)
-    names = [f.name for f in struct.fields]
+    names = [check_identifier(f.name, "column") for f in struct.fields]  # CTAS names come from the query
     partition_cols = [resolve_column(c, names, handle.name) for c in stmt.partitioned_by]
     cluster_cols = [resolve_column(c, names, handle.name) for c in stmt.cluster_by]
     if partition_cols and cluster_cols:

@@ -6,11 +6,17 @@ A file is deleted only when all of these hold (Delta's rules):
 * no tombstone younger than the retention (``remove.deletionTimestamp > now - retention``)
   names it -- so every version a reader may still time-travel to within the retention keeps
   its files;
-* its own modification time is older than the retention, so files a concurrent writer has
-  written but not yet committed (a prepared write, a commit in flight) are never touched;
-* it is not under ``_delta_log`` (nor, on a UniForm table, in the Iceberg ``metadata/`` folder) nor in a hidden (``.`` / ``_``) folder -- except partition
-  folders (``_p=1``) and write staging folders, whose old files are candidates like the
-  rest. Hidden files (``.crc`` checksums) are deleted only together with their data file.
+* its own modification time is older than the retention, and no prepared write holds a lease
+  on it (executor/leases.py): files a concurrent writer staged but has not committed are
+  never touched, even under ``RETAIN 0 HOURS`` or when a copy kept an old modification time;
+* the Delta protocol makes it the table's own: a data file (``*.parquet``) or deletion vector
+  (``deletion_vector_<uuid>.bin``) in the table folder or in a partition folder
+  (``col=value`` in the table's partition order), a deletion vector in a short prefix folder,
+  or anything in a writer's staging folder (``.isolde-staging-*``, ``_temporary``). A user's
+  own files, sub-folders, hidden files and folders, ``_delta_log``, the Iceberg ``metadata/``
+  folder and the leases are never walked, whatever they hold (stricter than Delta, whose
+  VACUUM deletes every untracked file in the table folder). ``.crc`` checksums go only with
+  their data file.
 
 FULL (default) lists the table directory; LITE takes the candidates from the tombstones in
 the log only (no listing, so it never finds files no commit ever referenced).
@@ -28,30 +34,65 @@ commit re-added meanwhile (RESTORE) is kept.
 from __future__ import annotations
 
 import os
+import re
 import time
+from urllib.parse import unquote
 
 from isolde.executor.log.actions import now_ms as _now_ms
 
 from isolde.errors import AnalysisError, ExecutionError
+from isolde.executor import leases
 from isolde.executor import properties as P
 from isolde.executor.jobs import executes
 from isolde.executor.log.deletion_vectors import dv_file_path
 from isolde.executor.results import CommitResult, PreparedWrite, QueryResult
 from isolde.grammar import ast
 
-#: Hidden folder names that are write staging areas: scanned (their old files are garbage).
-STAGING_MARKERS = ("staging", "_temporary", "_isolde")
+#: Folders whose every file is a writer's leftover: isolde's staging folders, Spark's _temporary.
+STAGING_PREFIXES = (".isolde-staging-", "_temporary")
+#: What a Delta writer names its files: data files and deletion vectors (and .crc siblings).
+_DATA_FILE = re.compile(r"^[^._].*\.parquet$")
+_DV_FILE = re.compile(r"^deletion_vector_[0-9a-fA-F-]{36}\.bin$")
+#: a deletion vector's random prefix folder (delta.randomizeFilePrefixes-style, at the table root)
+_DV_PREFIX_DIR = re.compile(r"^[A-Za-z0-9]{1,3}$")
 
 
-def _is_scanned_dir(name: str) -> bool:
-    if name == "_delta_log":
-        return False
-    if not name.startswith((".", "_")):
-        return True
-    if "=" in name:  # a partition folder whose column name starts with '_'
-        return True
-    low = name.lower()
-    return any(m in low for m in STAGING_MARKERS)
+def _is_staging(name: str) -> bool:
+    return name.startswith(STAGING_PREFIXES)
+
+
+def _owned_files(root: str, partition_columns: list[str]):
+    """(folder, file names VACUUM may consider, staging?) for every folder of the table that the
+    Delta protocol makes the table's own: the root and the partition folders (``col=value`` in
+    the table's partition order) hold data files and deletion vectors; short prefix folders at
+    the root hold deletion vectors; writers' staging folders hold only leftovers. Nothing else
+    is walked: a user's sub-folder, hidden files and folders, ``_delta_log`` and the leases
+    are never touched, whatever they hold."""
+    parts = [p.lower() for p in partition_columns]
+    stack = [(root, 0, False)]
+    while stack:
+        folder, depth, staging = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        names = []
+        for entry in entries:
+            name = entry.name
+            if entry.is_dir(follow_symlinks=False):
+                if staging or _is_staging(name):
+                    stack.append((entry.path, depth, True))
+                elif depth < len(parts) and "=" in name and unquote(name.split("=", 1)[0]).lower() == parts[depth]:
+                    stack.append((entry.path, depth + 1, False))
+                elif depth == 0 and _DV_PREFIX_DIR.match(name):
+                    stack.append((entry.path, -1, False))  # deletion vectors only
+            elif entry.is_file(follow_symlinks=False):
+                names.append(name)
+        if staging:
+            yield folder, names, True
+            continue
+        ok = [n for n in names if _DV_FILE.match(n) or (depth >= 0 and _DATA_FILE.match(n))]
+        yield folder, ok + [f".{n}.crc" for n in ok if f".{n}.crc" in names], False
 
 
 def _dv_paths(table_path: str, action) -> list[str]:
@@ -78,27 +119,33 @@ def referenced_files(table_path: str, snapshot, threshold_ms: int) -> set[str]:
     return keep
 
 
-def _uses_iceberg(metadata) -> bool:
-    conf = {k.lower(): str(v).lower() for k, v in (metadata.configuration if metadata is not None else {}).items()}
-    return "iceberg" in conf.get("delta.universalformat.enabledformats", "") or \
-        conf.get("delta.enableicebergcompatv2") == "true"
+def _physical_partition_columns(metadata) -> list[str]:
+    """The partition columns in order, as their folders name them (physical names under column mapping)."""
+    if metadata is None:
+        return []
+    mapped = metadata.configuration.get("delta.columnMapping.mode", "none").lower() != "none"
+    by_name = {f["name"].lower(): f for f in (metadata.schema or {}).get("fields", [])}
+    out = []
+    for c in metadata.partition_columns:
+        field = by_name.get(c.lower(), {})
+        out.append(str(field.get("metadata", {}).get("delta.columnMapping.physicalName", c)) if mapped else c)
+    return out
 
 
-def _list_candidates(root: str, keep: set[str], threshold_ms: int,
-                     skip_top: tuple[str, ...] = ()) -> tuple[list[tuple[str, int]], list[str]]:
+def _list_candidates(root: str, keep: set[str], threshold_ms: int, partition_columns: list[str],
+                     leased: list[str]) -> tuple[list[tuple[str, int]], list[str]]:
     """(files to delete with sizes, scanned directories) under ``root``."""
     out: list[tuple[str, int]] = []
     dirs: list[str] = []
-    for current, subdirs, files in os.walk(root):
-        subdirs[:] = [d for d in subdirs if _is_scanned_dir(d) and not (current == root and d in skip_top)]
-        if current != root:
-            dirs.append(current)
-        names = set(files)
-        for name in files:
-            if name.startswith((".", "_")):
-                continue
-            full = os.path.join(current, name)
-            if full in keep:
+    for folder, names, _ in _owned_files(root, partition_columns):
+        if folder != root:
+            dirs.append(folder)
+        listed = set(names)
+        for name in names:
+            if name.startswith(".") and name.endswith(".crc") and name[1:-4] in listed:
+                continue  # goes with its data file
+            full = os.path.join(folder, name)
+            if full in keep or leases.is_leased(full, leased):
                 continue
             try:
                 st = os.stat(full)
@@ -108,8 +155,8 @@ def _list_candidates(root: str, keep: set[str], threshold_ms: int,
                 continue  # young: maybe a concurrent writer's file not yet committed
             out.append((full, st.st_size))
             crc = f".{name}.crc"
-            if crc in names:
-                out.append((os.path.join(current, crc), 0))
+            if crc in listed:
+                out.append((os.path.join(folder, crc), 0))
     return out, dirs
 
 
@@ -165,8 +212,8 @@ def plan_vacuum(ctx, handle, retain_hours=None, lite: bool = False, now_ms: int 
         candidates, dirs = _lite_candidates(root, snap, keep, threshold), []
     else:
         # UniForm: the Iceberg metadata beside the log (``metadata/``) is not referenced by the Delta log
-        skip = ("metadata",) if _uses_iceberg(snap.metadata) else ()
-        candidates, dirs = _list_candidates(root, keep, threshold, skip)
+        candidates, dirs = _list_candidates(root, keep, threshold, _physical_partition_columns(snap.metadata),
+                                            leases.leased_paths(root, now_ms))
     params = {
         "retentionCheckEnabled": check,
         "specifiedRetentionMillis": retention_ms if retain_hours is not None else None,

@@ -20,6 +20,7 @@ from isolde.errors import (
     ConcurrentWriteException,
     ExecutionError,
     InternalError,
+    StagedFileMissingError,
     UnsupportedFeatureError,
 )
 from isolde.executor.log.actions import (
@@ -98,6 +99,9 @@ class OptimisticTransaction:
         self.user_metadata: str | None = None
         # conflicts checked per row (row_level.py) instead of per file; set by the planner's scope
         self.row_level = False
+        # check before committing that every file the actions reference exists (statements that
+        # staged real files set it; log-level callers may commit files written elsewhere)
+        self.verify_files = False
         self.row_level_budget_rows = DEFAULT_BUDGET_ROWS
         self.rebased_files: list[str] = []
         self.row_check_rows = 0  # rows the row-level checks read (all winners)
@@ -230,6 +234,8 @@ class OptimisticTransaction:
             read_app_ids=set(self.read_app_ids),
             actions=actions,
         )
+        if self.verify_files:
+            self._verify_files_exist(actions)
         try:
             version = self._commit_with_retries(info, actions, summary)
         except BaseException:
@@ -302,6 +308,34 @@ class OptimisticTransaction:
         self.rebased_files.extend(written)
         summary.actions = actions
         return actions
+
+    def _verify_files_exist(self, actions: list[Action]) -> None:
+        """Every data file and deletion-vector file the commit will reference exists (local
+        tables): a version never points at files a VACUUM took while the write was prepared."""
+        from isolde.executor.log.deletion_vectors import dv_file_path
+        from isolde.executor.properties import local_path
+
+        missing = []
+        for a in actions:
+            if not isinstance(a, AddFile):
+                continue
+            if "://" not in a.path or a.path.startswith("file:"):
+                if not os.path.exists(local_path(self.table, a.path)):
+                    missing.append(a.path)
+            dv = a.deletion_vector
+            if dv is not None and dv.storage_type in ("u", "p"):
+                try:
+                    dv_path = dv_file_path(self.table, dv)
+                except Exception:
+                    continue
+                if "://" not in dv_path and not os.path.exists(dv_path):
+                    missing.append(dv_path)
+        if missing:
+            raise StagedFileMissingError(
+                f"Cannot commit to {self.table}: {len(missing)} file(s) this write staged no longer exist "
+                f"({', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}). A VACUUM with a shortened "
+                "retention (RETAIN ... HOURS with the retention check off) may have deleted them while the "
+                "write was prepared. Nothing was committed; run the statement again.")
 
     def _post_commit(self, version: int, actions: list[Action]) -> None:
         metadata = next((a for a in actions if isinstance(a, Metadata)), None) or self.snapshot.metadata
