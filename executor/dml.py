@@ -40,6 +40,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Optional
 
+import sqlglot.expressions as exp
 from pyspark.sql import DataFrame, functions as F
 
 from isolde.errors import AnalysisError
@@ -582,7 +583,6 @@ class TempViews:
 def bind_tables(ctx, tree, views: TempViews, *, target: Optional[Target] = None):
     """A copy of a sqlglot tree whose references to isolde tables read their current snapshot
     (each registered as a temp view); other names (the user's Spark temp views) stay."""
-    import sqlglot.expressions as exp
 
     from isolde.grammar import ast
 
@@ -633,7 +633,6 @@ def strip_qualifier(struct, path, qualifiers) -> tuple:
 def bound_sql(ctx, node, views, target) -> str:
     """SQL text of an expression slot: the user's own text unless a table in it must be bound
     to its snapshot (then sqlglot regenerates it)."""
-    import sqlglot.expressions as exp
 
     if node is None:
         return "TRUE"
@@ -703,7 +702,6 @@ def read_scope(target: Target, scope) -> list:
 
 
 def has_nondeterminism(*trees) -> bool:
-    import sqlglot.expressions as exp
 
     from isolde.planner.predicates import NON_DETERMINISTIC, NON_DETERMINISTIC_NAMES
 
@@ -918,8 +916,6 @@ def run_update_delete(ctx, stmt, is_update: bool):
 
         # a subquery over the union of per-partition scans (a correlated one becomes a join)
         # broke the one-job rewrite's planning ("key not found: k#93"): per-partition jobs instead
-        import sqlglot.expressions as exp
-
         subquery = any(t is not None and t.find(exp.Subquery, exp.Exists, exp.Select) is not None
                        for t in [stmt.where.tree if stmt.where is not None else None]
                        + [a.value.tree for a in assignments])
