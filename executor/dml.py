@@ -47,6 +47,7 @@ from isolde.errors import AnalysisError
 from isolde.executor import schema as S
 from isolde.executor.scan import FILE_COL, ROW_COL, scan
 from isolde.executor.target_reads import statement_reads_target
+from isolde.executor.txn.statement_scope import record_scope, scope_flags  # noqa: F401 (re-exported)
 from isolde.grammar.dialect import sql as render_sql
 
 ACTION_COL = "_isolde_action"
@@ -107,25 +108,6 @@ class Target:
 
     def scope_flags(self) -> dict:
         return scope_flags(self.snapshot)
-
-
-def scope_flags(snapshot) -> dict:
-    """What the planner's conflict scope needs to know of a table: deletion vectors on, CLUSTER
-    BY, and its isolde.rowLevelConcurrency mode."""
-    from isolde.executor.log.features import row_level_mode
-    from isolde.executor.properties import clustering_columns
-
-    metadata = snapshot.metadata
-    dvs = _truthy(S.configuration(metadata).get("delta.enableDeletionVectors", "false"))
-    if dvs:
-        proto = snapshot.protocol
-        feats = set(getattr(proto, "writer_features", None) or ()) | set(getattr(proto, "reader_features", None) or ())
-        dvs = "deletionVectors" in feats
-    try:
-        clustered = bool(clustering_columns(snapshot))
-    except Exception:
-        clustered = False
-    return {"deletion_vectors": dvs, "clustered": clustered, "row_level_mode": row_level_mode(metadata)}
 
 
 BUDGET_KEY = "isolde.rowLevelConcurrency.budgetRows"
@@ -690,15 +672,8 @@ def scan_rows(ctx, target: Target, files, with_ids: bool = True) -> DataFrame:
 
 
 def read_scope(target: Target, scope) -> list:
-    """Record the statement's conflict scope through the transaction; returns the candidate files.
-    A row-level eligible scope makes the transaction's conflicts be checked per row."""
-    if scope.row_level_eligible:
-        target.txn.enable_row_level()
-    if scope.reads_whole_table or scope.read_predicate is None:
-        target.txn.read_whole_table()
-        return target.txn.filter_files(None)
-    # the transaction splits partition-only conjuncts off the predicate itself
-    return target.txn.filter_files(scope.read_predicate)
+    """Record the statement's conflict scope through its transaction; returns the candidate files."""
+    return record_scope(target.txn, scope)
 
 
 def has_nondeterminism(*trees) -> bool:

@@ -261,7 +261,7 @@ def _conflict_scope(ctx, stmt) -> Optional[str]:
         handle = ctx.resolve(table)
         snap = ctx.snapshot(handle)
         struct = S.metadata_schema(snap.metadata)
-        from isolde.executor.dml import scope_flags
+        from isolde.executor.txn.statement_scope import scope_flags
 
         result = conflict_scope(stmt, [(f.name, f.dataType) for f in struct.fields],
                                 S.partition_columns(snap.metadata), **scope_flags(snap),

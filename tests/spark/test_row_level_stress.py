@@ -1,12 +1,16 @@
-"""Row-level stress: threads increment counters and upsert keys on one unpartitioned
-deletion-vector table (one file of counters). No lost increment, no duplicate key, every
-statement committed or raised a named conflict, and the table equals the serial replay of the
-committed statements in log order. ISOLDE_STRESS_SECONDS lengthens it (default 20)."""
+"""Row-level stress: threads, and worker processes with their own JVMs, increment counters and
+upsert keys on one unpartitioned deletion-vector table (one file of counters). No lost
+increment, no duplicate key, every statement committed or raised a named conflict, and the
+table equals the serial replay of the committed statements in log order. ISOLDE_STRESS_SECONDS lengthens it (default 20)."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -75,3 +79,105 @@ def test_counters_and_upserts_equal_the_serial_replay(session, level, delta_rows
     assert sorted(delta_rows(table_path(s, "c"), ["id", "n"])) == got
     assert counts["committed"] > 0
     print(f"\n{level}: {counts}")
+
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "row_level_worker.py")
+
+
+def _lines(path: str) -> list[str]:
+    try:
+        with open(path) as f:
+            return f.read().split("\n")[:-1]  # a torn last line is not read
+    except FileNotFoundError:
+        return []
+
+
+def _wait(predicate, timeout: float, what: str) -> None:
+    deadline = time.time() + timeout
+    while not predicate():
+        if time.time() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def _commits(path: str, first: int) -> list[dict]:
+    """commitInfo of every commit from ``first`` on, from the raw JSON (each line must parse)."""
+    log_dir = os.path.join(path, "_delta_log")
+    versions = sorted(int(n[:20]) for n in os.listdir(log_dir) if n.endswith(".json") and n[:20].isdigit())
+    out = []
+    for v in versions:
+        if v >= first:
+            with open(os.path.join(log_dir, f"{v:020d}.json")) as f:
+                actions = [json.loads(line) for line in f if line.strip()]
+            out.append(dict(next(a["commitInfo"] for a in actions if "commitInfo" in a), version=v))
+    return out
+
+
+def test_processes_increment_counters_and_upsert_without_losing_one(session, tmp_path, delta_rows, table_path):
+    """Three worker processes, each with its own Spark JVM, race increments and upserts on one
+    unpartitioned deletion-vector table (WriteSerializable, row level): every commit is one
+    reported statement, nothing is lost or duplicated, and the table -- read by isolde and by
+    delta-rs -- equals the serial replay of the log."""
+    s = session
+    seconds = float(os.environ.get("ISOLDE_STRESS_SECONDS", "20"))
+    s.execute("CREATE TABLE c (id INT, n INT) TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    s.execute("INSERT INTO c VALUES " + ", ".join(f"({i}, 0)" for i in range(KEYS)))
+    path = table_path(s, "c")
+    base = s.execute("DESCRIBE HISTORY c").first().version
+    warehouse = str(tmp_path / "warehouse")
+    env = dict(os.environ, ISOLDE_JVM="startup", ISOLDE_DRIVER_MEMORY="1g", PYTHONUNBUFFERED="1")
+    stop = str(tmp_path / "stop")
+    outs = [str(tmp_path / f"worker{n}.out") for n in range(3)]
+    procs = [subprocess.Popen([sys.executable, WORKER, warehouse, str(n), str(KEYS), outs[n], stop], env=env,
+                              start_new_session=True, stdout=subprocess.DEVNULL,
+                              stderr=open(str(tmp_path / f"worker{n}.err"), "w"))
+             for n in range(3)]
+    try:
+        _wait(lambda: all("ready" in _lines(o) for o in outs), 240, "the workers' Spark sessions")
+        time.sleep(seconds)
+        open(stop, "w").close()
+        for n, proc in enumerate(procs):
+            assert proc.wait(180) == 0, open(str(tmp_path / f"worker{n}.err")).read()[-3000:]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(30)
+
+    started: dict[str, tuple[str, int]] = {}
+    outcome: dict[str, str] = {}
+    names = {cls.__name__ for cls in CONFLICT_EXCEPTIONS}
+    for out in outs:
+        for line in _lines(out)[1:]:
+            kind, tag, rest = line.split(" ", 2)
+            assert kind != "error", line
+            if kind == "start":
+                op, key = rest.split(" ")
+                started[tag] = (op, int(key))
+            else:
+                assert kind == "ok" or rest in names, line  # a conflict is a named one
+                outcome[tag] = f"ok {rest}" if kind == "ok" else "conflict"
+    assert set(outcome) == set(started)  # every statement committed or raised a named conflict
+
+    commits = _commits(path, base + 1)
+    latest = s.execute("DESCRIBE HISTORY c").first().version
+    assert [c["version"] for c in commits] == list(range(base + 1, latest + 1))
+    tags = [c.get("userMetadata") for c in commits]
+    assert None not in tags and len(set(tags)) == len(tags)  # each commit is one statement
+    for c in commits:
+        assert outcome[c["userMetadata"]] == f"ok {c['version']}"  # at the version it reported
+    assert {t for t, o in outcome.items() if o.startswith("ok")} == set(tags)
+
+    model = {i: 0 for i in range(KEYS)}
+    for tag in tags:
+        _, k = started[tag]
+        model[k] = model.get(k, 0) + 1  # an increment, or an upsert's insert (1) / increment
+    got = sorted(tuple(r) for r in s.sql("SELECT id, n FROM c").collect())
+    assert got == sorted(model.items())  # no lost increment, no duplicate key
+    assert sorted(delta_rows(path, ["id", "n"])) == got
+
+    assert all(c.get("rowLevel") for c in commits)  # checked per row
+    rebased = sum(1 for c in commits if c["readVersion"] < c["version"] - 1)
+    assert rebased > 0, "no statement committed past a concurrent winner: the workers never raced"
+    conflicts = sum(1 for o in outcome.values() if o == "conflict")
+    print(f"\nprocesses: {len(commits)} commits ({rebased} past concurrent winners), {conflicts} conflicts")

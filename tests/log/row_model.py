@@ -1,0 +1,607 @@
+"""A model checker for the conflict checkers (issue 19): small concurrent histories of
+single-row UPDATE / DELETE / MERGE / INSERT statements, run at the log level against real
+Delta logs, judged against serial executions.
+
+Pure Python + pyarrow: no Spark. Each statement does at the log level what the Spark-side
+statement does (executor/dml.py ``run_update_delete``, executor/jobs/merge.py,
+executor/jobs/insert.py):
+
+* its conflict scope comes from the planner's own ``conflict_scope`` over the parsed SQL text
+  (for MERGE with the source's key values, as ``_summarise_source`` computes them), and is
+  recorded by the executor's own ``record_scope``: ``enable_row_level()`` when eligible, then
+  ``filter_files(read_predicate)``; an INSERT ... VALUES calls ``set_blind_append()``;
+* it reads the live rows of the files ``filter_files`` returned (pyarrow, deletion vectors
+  honoured), and with deletion vectors writes what ``dml.apply_changes`` writes: per touched
+  file a remove + add of the same path whose new vector is the old one plus the changed
+  positions, and one new data file holding the updated (and, for MERGE, inserted) rows;
+* a statement that changes nothing commits nothing (``dml.prepared`` with no actions).
+
+The table is ``(id INT, n BIGINT)``, unpartitioned, deletion vectors on, 1-2 data files with
+ids 0..K-1 and n = 0. Statement i adds ``w = 2**i`` to n, so the final rows say exactly which
+statements' effects landed on which rows.
+
+A history is a schedule of ``start`` / ``commit`` events: a statement reads the table's
+latest snapshot and stages its files at ``start``, and commits (or is refused with a named
+conflict) at ``commit``. The judgement (``judge``):
+
+* the committed table (read with pyarrow and, independently, with delta-rs) must equal the
+  in-memory model replaying the same schedule with the same accept/refuse decisions (the log
+  applied exactly the committed statements' effects, deletion-vector rebases included);
+* it must equal a serial execution of the committed statements from the initial rows, in log
+  order (Serializable) or in some order (WriteSerializable): the same final rows, and every
+  statement with the result it reported (rows deleted or updated, rows added: what a DML
+  statement returns). The results matter: two DELETEs of one row both report a deleted row,
+  which no serial order does, though the final rows agree; and with n = 0 a MERGE that
+  updated (k, 0) to (k, w) leaves the row a MERGE inserting (k, w) would. Statements that
+  committed nothing (an UPDATE / DELETE that found no row) are left out: they never reach
+  the checker, and placed at their snapshot they change nothing;
+* when the checker refused something: had every statement been forced through (each
+  statement's deleted row identities and added rows, as computed at its own snapshot, applied
+  in commit order; the model world where nothing is refused), would the result still be such
+  a serial execution? If so the refusal was a false conflict. Also per refused statement:
+  forcing just that one through, the others as they were. The rows-only variant (results
+  ignored) is counted too, for comparison.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import os
+import random
+import shutil
+import tempfile
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Optional, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from isolde.errors import CONFLICT_EXCEPTIONS
+from isolde.executor.log import DeltaLog
+from isolde.executor.log.actions import AddFile, Metadata
+from isolde.executor.log.deletion_vectors import read_deleted_rows, write_deletion_vectors
+from isolde.executor.txn.statement_scope import record_scope, scope_flags
+from isolde.executor.log.stats import file_stats
+
+SERIALIZABLE = "Serializable"
+WRITE_SERIALIZABLE = "WriteSerializable"
+LEVELS = (SERIALIZABLE, WRITE_SERIALIZABLE)
+MODES = ("auto", "off")  # isolde.rowLevelConcurrency: row level / file level
+
+UPDATE, DELETE, MERGE, INSERT = "UPDATE", "DELETE", "MERGE", "INSERT"
+KINDS = (UPDATE, DELETE, MERGE, INSERT)
+
+SCHEMA = json.dumps({"type": "struct", "fields": [
+    {"name": "id", "type": "integer", "nullable": True, "metadata": {}},
+    {"name": "n", "type": "long", "nullable": True, "metadata": {}},
+]})
+COLUMN_TYPES = {"id": "int", "n": "bigint"}  # Target.column_types (Spark simpleString)
+ARROW_SCHEMA = pa.schema([("id", pa.int32()), ("n", pa.int64())])
+MERGE_SOURCE_COLUMNS = ["id", "w"]
+
+Row = tuple  # (id, n)
+
+
+# --------------------------------------------------------------------------- statements and histories
+
+
+@dataclass(frozen=True)
+class Stmt:
+    idx: int
+    kind: str
+    key: int
+    w: int  # a distinct power of two per statement
+
+    @property
+    def sql(self) -> str:
+        k, w = self.key, self.w
+        if self.kind == UPDATE:
+            return f"UPDATE t SET n = n + {w} WHERE id = {k}"
+        if self.kind == DELETE:
+            return f"DELETE FROM t WHERE id = {k}"
+        if self.kind == MERGE:
+            return (f"MERGE INTO t USING (SELECT {k} AS id, {w} AS w) AS s ON t.id = s.id "
+                    f"WHEN MATCHED THEN UPDATE SET n = t.n + s.w "
+                    f"WHEN NOT MATCHED THEN INSERT (id, n) VALUES (s.id, s.w)")
+        return f"INSERT INTO t VALUES ({k}, {w})"
+
+    def label(self) -> str:
+        return f"S{self.idx}"
+
+    # serial semantics over a multiset of rows
+    def apply(self, rows: list) -> tuple[list, tuple]:
+        """(rows after the statement, its result: (rows deleted or updated, rows added))."""
+        k, w = self.key, self.w
+        if self.kind == INSERT:
+            return rows + [(k, w)], (0, 1)
+        hits = sum(1 for r in rows if r[0] == k)
+        if self.kind == DELETE:
+            return [r for r in rows if r[0] != k], (hits, 0)
+        if self.kind == MERGE and not hits:
+            return rows + [(k, w)], (0, 1)
+        return [(r[0], r[1] + w) if r[0] == k else r for r in rows], (hits, hits)
+
+    # effects at a snapshot (identity -> row): what the statement's commit would do
+    def effects(self, state: dict) -> tuple[frozenset, list]:
+        """(identities of the rows it deletes or updates, rows it adds)."""
+        k, w = self.key, self.w
+        if self.kind == INSERT:
+            return frozenset(), [(k, w)]
+        hits = sorted(i for i, r in state.items() if r[0] == k)
+        if self.kind == DELETE:
+            return frozenset(hits), []
+        if self.kind == MERGE and not hits:
+            return frozenset(), [(k, w)]
+        return frozenset(hits), [(k, state[i][1] + w) for i in hits]
+
+
+@dataclass(frozen=True)
+class History:
+    seed: int
+    files: tuple  # ids of each initial data file, in row order
+    stmts: tuple  # Stmt
+    schedule: tuple  # (("start" | "commit"), statement index)
+
+    @property
+    def initial_rows(self) -> list:
+        return [(i, 0) for ids in self.files for i in ids]
+
+    def describe(self) -> str:
+        lines = [f"history seed={self.seed}: files " + ", ".join(f"f{j}=ids {list(ids)}" for j, ids in enumerate(self.files))]
+        for s in self.stmts:
+            lines.append(f"  {s.label()}: {s.sql}")
+        lines.append("  schedule: " + ", ".join(f"{ev} {self.stmts[i].label()}" for ev, i in self.schedule))
+        return "\n".join(lines)
+
+
+REUSE = 0.0  # chance that a statement picks a key an earlier statement of the history picked
+ABSENT_KEYS = 2  # keys K..K+1 are not in the table: MERGE inserts, INSERT adds a new id
+
+
+def generate_history(seed: int, *, reuse: float = REUSE, absent_keys: int = ABSENT_KEYS) -> History:
+    """A random small history, a function of its arguments only (the same for every level
+    and mode). Keys are uniform over the table's ids and ``absent_keys`` more, except that
+    with probability ``reuse`` a statement picks an earlier statement's key (the collisions
+    where conflicts are)."""
+    rng = random.Random(seed)
+    k = rng.randint(6, 10)
+    ids = list(range(k))
+    if rng.random() < 0.5:
+        files = (tuple(ids),)
+    else:
+        cut = rng.randint(2, k - 2)
+        files = (tuple(ids[:cut]), tuple(ids[cut:]))
+    universe = list(range(k + absent_keys))
+    n = rng.randint(2, 4)
+    stmts = []
+    keys: list[int] = []
+    for i in range(n):
+        key = rng.choice(keys) if keys and rng.random() < reuse else rng.choice(universe)
+        keys.append(key)
+        stmts.append(Stmt(i, rng.choice(KINDS), key, 1 << i))
+    if rng.random() < 0.7:
+        # all read the same snapshot, then commit in a random order
+        order = list(range(n))
+        rng.shuffle(order)
+        schedule = [("start", i) for i in range(n)] + [("commit", i) for i in order]
+    else:
+        # a random interleaving: some statements start after others committed
+        schedule = []
+        started: list[int] = []
+        pending = list(range(n))
+        while pending or started:
+            choices = [("start", i) for i in pending[:1]] + [("commit", i) for i in started]
+            ev = rng.choice(choices)
+            schedule.append(ev)
+            if ev[0] == "start":
+                pending.remove(ev[1])
+                started.append(ev[1])
+            else:
+                started.remove(ev[1])
+    return History(seed, files, tuple(stmts), tuple(schedule))
+
+
+# --------------------------------------------------------------------------- the in-memory model
+
+
+def run_serial(initial: Sequence[Row], stmts: Iterable[Stmt]) -> tuple[list, dict]:
+    """(final rows sorted, statement index -> its result) of a serial execution."""
+    rows = list(initial)
+    results = {}
+    for s in stmts:
+        rows, results[s.idx] = s.apply(rows)
+    return sorted(rows), results
+
+
+@dataclass
+class ModelRun:
+    final: list  # sorted rows
+    log: list  # statement indices in commit order (those that committed something)
+    noop: list  # statements that found nothing to change
+    results: dict  # statement index -> (rows deleted or updated, rows added) at its snapshot
+
+
+def simulate(history: History, accepted: Optional[set] = None) -> ModelRun:
+    """The schedule applied to row identities, nothing refused (``accepted`` None) or only the
+    statements in ``accepted`` committing. A commit deletes the row identities the statement
+    saw at its snapshot (already deleted ones stay deleted: deletion vectors are unioned) and
+    adds its new rows."""
+    state = {(f"f{j}", pos): (i, 0) for j, ids in enumerate(history.files) for pos, i in enumerate(ids)}
+    effects: dict = {}
+    log, noop = [], []
+    for ev, i in history.schedule:
+        s = history.stmts[i]
+        if ev == "start":
+            effects[i] = s.effects(state)
+            continue
+        deleted, added = effects[i]
+        if not deleted and not added:
+            noop.append(i)
+            continue
+        if accepted is not None and i not in accepted:
+            continue
+        for ident in deleted:
+            state.pop(ident, None)
+        for j, row in enumerate(added):
+            state[(f"new{i}", j)] = row
+        log.append(i)
+    results = {i: (len(d), len(a)) for i, (d, a) in effects.items()}
+    return ModelRun(sorted(state.values()), log, noop, results)
+
+
+def serial_order(final: Sequence[Row], results: Optional[dict], initial: Sequence[Row], stmts: Sequence[Stmt],
+                 level: str) -> Optional[list]:
+    """The serial order of ``stmts`` (given in log order) allowed by ``level`` that ends with
+    the rows ``final`` and in which every statement has the result it had (``results``: index
+    -> (rows deleted or updated, rows added); None: compare the rows only); None when there
+    is none."""
+    final = sorted(final)
+
+    def same(order) -> bool:
+        rows, got = run_serial(initial, order)
+        return rows == final and (results is None or all(got[s.idx] == results[s.idx] for s in order))
+
+    if level == SERIALIZABLE:
+        return list(stmts) if same(stmts) else None
+    for order in itertools.permutations(stmts):
+        if same(order):
+            return list(order)
+    return None
+
+
+# --------------------------------------------------------------------------- the real thing, at the log level
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(sql: str):
+    from isolde.grammar.parser import parse
+
+    (stmt,) = parse(sql)
+    return stmt
+
+
+def _write_parquet(table_path: str, name: str, rows: Sequence[Row]) -> AddFile:
+    local = os.path.join(table_path, name)
+    pq.write_table(pa.table({"id": pa.array([r[0] for r in rows], pa.int32()),
+                             "n": pa.array([r[1] for r in rows], pa.int64())}, schema=ARROW_SCHEMA), local)
+    _, stats = file_stats(local)
+    return AddFile(name, {}, os.path.getsize(local), int(time.time() * 1000), data_change=True, stats=stats)
+
+
+def _new_file_name() -> str:
+    return f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+
+
+def create_table(table_path: str, history: History, level: str, mode: str) -> None:
+    os.makedirs(table_path)  # a fresh directory: never a table left by another run
+    adds = [_write_parquet(table_path, f"part-0000{j}-initial-c000.snappy.parquet", [(i, 0) for i in ids])
+            for j, ids in enumerate(history.files)]
+    config = {"delta.enableDeletionVectors": "true", "delta.isolationLevel": level,
+              "isolde.rowLevelConcurrency": mode}
+    DeltaLog.for_table(table_path).start_transaction().commit([Metadata(SCHEMA, (), config), *adds], "CREATE TABLE")
+
+
+def live_rows(table_path: str, add: AddFile) -> list:
+    """(position, (id, n)) of the live rows of one data file."""
+    t = pq.read_table(os.path.join(table_path, add.path))
+    deleted = read_deleted_rows(table_path, add.deletion_vector)
+    return [(pos, (i, n)) for pos, (i, n) in enumerate(zip(t.column("id").to_pylist(), t.column("n").to_pylist()))
+            if pos not in deleted]
+
+
+def table_rows(table_path: str) -> list:
+    snap = DeltaLog.for_table(table_path).update()
+    return sorted(r for f in snap.all_files for _, r in live_rows(table_path, f))
+
+
+def delta_rs_rows(table_path: str) -> list:
+    """The table as delta-rs reads it (DataFusion; ``to_pyarrow_table`` refuses deletion vectors)."""
+    import deltalake
+
+    out = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(table_path)).execute("SELECT id, n FROM t").read_all()
+    t = pa.table(out)
+    return sorted(zip(t.column("id").to_pylist(), t.column("n").to_pylist()))
+
+
+@dataclass
+class Prepared:
+    stmt: Stmt
+    txn: object
+    actions: list
+    operation: str
+    parameters: dict
+    read_version: int
+    row_level: bool
+    result: tuple  # (rows deleted or updated, rows added): what the statement reports
+
+
+def start(table_path: str, stmt: Stmt) -> Prepared:
+    """Open the statement's transaction on the latest snapshot, record its read as the real
+    statement does, read the rows and stage its files and deletion vectors."""
+    from isolde.planner.scope import conflict_scope
+
+    txn = DeltaLog.for_table(table_path).start_transaction()
+    txn.verify_files = True  # as the session's transactions (executor/context.py)
+    snap = txn.snapshot
+    k, w = stmt.key, stmt.w
+    if stmt.kind == INSERT:  # executor/jobs/insert.py: VALUES reads nothing
+        add = _write_parquet(table_path, _new_file_name(), [(k, w)])
+        txn.set_blind_append()
+        return Prepared(stmt, txn, [add], "WRITE", {"mode": "Append", "partitionBy": "[]"}, snap.version, False,
+                        (0, 1))
+    ast_stmt = _parsed(stmt.sql)
+    key_values = {"id": [k]} if stmt.kind == MERGE else None
+    scope = conflict_scope(ast_stmt, COLUMN_TYPES, [], None, key_values,
+                           source_columns=MERGE_SOURCE_COLUMNS if stmt.kind == MERGE else None, **scope_flags(snap))
+    files = record_scope(txn, scope)
+    touched: dict = {}  # path -> (AddFile, positions)
+    new_rows: list = []
+    for f in files:
+        hits = [(pos, row) for pos, row in live_rows(table_path, f) if row[0] == k]
+        if hits:
+            touched[f.path] = (f, [pos for pos, _ in hits])
+            if stmt.kind != DELETE:
+                new_rows += [(row[0], row[1] + w) for _, row in hits]
+    if stmt.kind == MERGE and not touched:
+        new_rows = [(k, w)]
+    actions: list = []
+    if touched:
+        # dml.apply_changes, deletion-vector mode: old vector | changed positions, one vector file
+        vectors = {p: read_deleted_rows(table_path, f.deletion_vector) | set(pos) for p, (f, pos) in touched.items()}
+        descriptors = write_deletion_vectors(table_path, vectors)
+        now = int(time.time() * 1000)
+        for p, (f, _) in sorted(touched.items()):
+            actions.append(f.remove(deletion_timestamp=now, data_change=True))
+            actions.append(replace(f, deletion_vector=descriptors[p], data_change=True, extra=dict(f.extra)))
+    if new_rows:
+        actions.append(_write_parquet(table_path, _new_file_name(), new_rows))
+    if stmt.kind == MERGE:
+        operation = "MERGE"
+        parameters = {"predicate": json.dumps(["t.id = s.id"])}
+    else:
+        operation = stmt.kind
+        parameters = {"predicate": json.dumps([f"id = {k}"])}
+    result = (sum(len(pos) for _, pos in touched.values()), len(new_rows))
+    return Prepared(stmt, txn, actions, operation, parameters, snap.version, txn.row_level, result)
+
+
+@dataclass
+class Outcome:
+    committed: list = field(default_factory=list)  # statement indices in log order
+    versions: dict = field(default_factory=dict)  # statement index -> version
+    refused: dict = field(default_factory=dict)  # statement index -> "ExceptionClass: message"
+    noop: list = field(default_factory=list)  # statements with nothing to commit
+    read_versions: dict = field(default_factory=dict)
+    row_level: dict = field(default_factory=dict)  # statement index -> checked per row?
+    results: dict = field(default_factory=dict)  # statement index -> (rows deleted or updated, rows added)
+    final: list = field(default_factory=list)  # live rows read with pyarrow
+    delta_rs: Optional[list] = None  # live rows read with delta-rs
+
+    def describe(self, history: History) -> str:
+        label = lambda i: history.stmts[i].label()  # noqa: E731
+        lines = ["  outcome: log order " + (", ".join(f"{label(i)}@v{self.versions[i]}" for i in self.committed) or "-")]
+        for i in sorted(self.read_versions):
+            deleted, added = self.results[i]
+            lines.append(f"    {label(i)} read v{self.read_versions[i]}, "
+                         f"{'row level' if self.row_level.get(i) else 'file level'}: "
+                         f"{deleted} row(s) deleted or updated, {added} added")
+        for i, why in self.refused.items():
+            lines.append(f"    {label(i)} refused: {why}")
+        if self.noop:
+            lines.append("    nothing to commit: " + ", ".join(label(i) for i in self.noop))
+        lines.append(f"    final rows: {self.final}")
+        if self.delta_rs is not None and self.delta_rs != self.final:
+            lines.append(f"    delta-rs reads: {self.delta_rs}")
+        return "\n".join(lines)
+
+
+def run_history(history: History, level: str, mode: str, table_path: str, *, delta_rs: bool = True) -> Outcome:
+    create_table(table_path, history, level, mode)
+    out = Outcome()
+    prepared: dict = {}
+    for ev, i in history.schedule:
+        if ev == "start":
+            p = prepared[i] = start(table_path, history.stmts[i])
+            out.read_versions[i] = p.read_version
+            out.row_level[i] = p.row_level
+            out.results[i] = p.result
+            continue
+        p = prepared.pop(i)
+        if not p.actions:
+            out.noop.append(i)
+            continue
+        try:
+            version = p.txn.commit(p.actions, operation=p.operation, operation_parameters=p.parameters)
+        except CONFLICT_EXCEPTIONS as e:
+            out.refused[i] = f"{type(e).__name__}: {e}"
+            continue
+        out.committed.append(i)
+        out.versions[i] = version
+    out.final = table_rows(table_path)
+    if delta_rs:
+        out.delta_rs = delta_rs_rows(table_path)
+    return out
+
+
+# --------------------------------------------------------------------------- judging
+
+
+@dataclass
+class Verdict:
+    violations: list = field(default_factory=list)  # text: the history must not happen
+    refused: int = 0  # statements the checker refused
+    # a history with refusals: had every statement been forced through, would it still be a
+    # serial execution allowed by the level (rows and every statement's result)? ...
+    false_conflict: Optional[bool] = None
+    forced_order: Optional[list] = None
+    # ... and comparing the final rows only (statements' results ignored)
+    false_conflict_rows_only: Optional[bool] = None
+    false_refusals: int = 0  # refused statements that, forced through alone, left it serialisable
+    false_refusals_rows_only: int = 0
+
+
+def _labels(stmts) -> list:
+    return [s.label() for s in stmts]
+
+
+def judge(history: History, level: str, out: Outcome) -> Verdict:
+    v = Verdict()
+    initial = history.initial_rows
+    stmts = history.stmts
+    if out.delta_rs is not None and out.delta_rs != out.final:
+        v.violations.append(f"delta-rs reads {out.delta_rs}, pyarrow + deletion vectors read {out.final}")
+    model = simulate(history, accepted=set(out.committed))
+    if model.log != out.committed or model.final != out.final:
+        v.violations.append(f"the log does not hold the committed statements' effects: the model with the same "
+                            f"decisions has log {_labels(stmts[i] for i in model.log)} and rows {model.final}")
+    if sorted(model.noop) != sorted(out.noop) or model.results != out.results:
+        v.violations.append(f"the model's statements read other rows than the real ones: model results "
+                            f"{model.results}, nothing to do: {_labels(stmts[i] for i in model.noop)}")
+    committed = [stmts[i] for i in out.committed]
+    if serial_order(out.final, out.results, initial, committed, level) is None:
+        rows, results = run_serial(initial, committed)
+        v.violations.append(
+            f"the checker let through a history that is not {level}: no allowed serial order of "
+            f"{_labels(committed)} ends with rows {out.final} and results "
+            f"{ {s.label(): out.results[s.idx] for s in committed} } (log order gives rows {rows}, results "
+            f"{ {stmts[i].label(): r for i, r in results.items()} })")
+    v.refused = len(out.refused)
+    if out.refused:
+        forced = simulate(history)
+        forced_stmts = [stmts[i] for i in forced.log]
+        order = serial_order(forced.final, forced.results, initial, forced_stmts, level)
+        v.false_conflict = order is not None
+        v.forced_order = None if order is None else _labels(order)
+        v.false_conflict_rows_only = serial_order(forced.final, None, initial, forced_stmts, level) is not None
+        for i in out.refused:
+            alone = simulate(history, accepted=set(out.committed) | {i})
+            alone_stmts = [stmts[j] for j in alone.log]
+            if serial_order(alone.final, alone.results, initial, alone_stmts, level) is not None:
+                v.false_refusals += 1
+            if serial_order(alone.final, None, initial, alone_stmts, level) is not None:
+                v.false_refusals_rows_only += 1
+    return v
+
+
+@dataclass
+class Tally:
+    level: str
+    mode: str
+    histories: int = 0
+    accepted: int = 0  # histories where nothing was refused
+    refused: int = 0  # histories with at least one refusal
+    false_conflicts: int = 0  # ... where forcing everything through was still serialisable
+    false_conflicts_rows_only: int = 0  # ... comparing the final rows only
+    refused_statements: int = 0
+    false_refusals: int = 0
+    false_refusals_rows_only: int = 0
+    noop_statements: int = 0
+    committed_statements: int = 0
+    exceptions: Counter = field(default_factory=Counter)
+    violations: list = field(default_factory=list)  # (seed, text)
+    false_examples: list = field(default_factory=list)  # (seed, text)
+    seconds: float = 0.0
+
+    @property
+    def ratio(self) -> float:
+        return self.false_conflicts / self.refused if self.refused else 0.0
+
+    @property
+    def ratio_rows_only(self) -> float:
+        return self.false_conflicts_rows_only / self.refused if self.refused else 0.0
+
+    @property
+    def statement_ratio(self) -> float:
+        return self.false_refusals / self.refused_statements if self.refused_statements else 0.0
+
+    def summary(self) -> str:
+        return (f"{self.level:17s} {self.mode:4s}: {self.histories} histories, {self.accepted} accepted, "
+                f"{self.refused} refused, {self.false_conflicts} false conflicts = {self.ratio:.1%} of refused "
+                f"(rows only: {self.false_conflicts_rows_only} = {self.ratio_rows_only:.1%}); statements: "
+                f"{self.committed_statements} committed, {self.refused_statements} refused, "
+                f"{self.false_refusals} needlessly = {self.statement_ratio:.1%} (rows only: "
+                f"{self.false_refusals_rows_only}), {self.noop_statements} with nothing to do; "
+                f"{self.seconds:.1f} s\n    refusals: "
+                f"{', '.join(f'{k} {n}' for k, n in sorted(self.exceptions.items())) or 'none'}")
+
+
+def seeds(count: int, base: int = 19) -> list:
+    return [base * 1_000_000 + i for i in range(count)]
+
+
+def check_histories(level: str, mode: str, history_seeds: Iterable[int], workdir: str, *,
+                    delta_rs: bool = True, keep_examples: int = 5, **generator) -> Tally:
+    """Run and judge every history; never raises for a bad history (it lands in ``violations``
+    with its seed and description), so one run reports all of them."""
+    tally = Tally(level, mode)
+    began = time.time()
+    for seed in history_seeds:
+        history = generate_history(seed, **generator)
+        path = os.path.join(tempfile.mkdtemp(prefix=f"{level}-{mode}-{seed}-", dir=workdir), "t")
+        try:
+            out = run_history(history, level, mode, path, delta_rs=delta_rs)
+        except Exception as e:  # anything but a named conflict: report it with the history
+            tally.histories += 1
+            tally.violations.append((seed, f"{history.describe()}\n  raised {type(e).__name__}: {e}"))
+            continue
+        verdict = judge(history, level, out)
+        tally.histories += 1
+        tally.committed_statements += len(out.committed)
+        tally.noop_statements += len(out.noop)
+        tally.refused_statements += verdict.refused
+        tally.false_refusals += verdict.false_refusals
+        tally.false_refusals_rows_only += verdict.false_refusals_rows_only
+        for why in out.refused.values():
+            tally.exceptions[why.split(":", 1)[0]] += 1
+        text = f"{history.describe()}\n{out.describe(history)}"
+        if verdict.violations:
+            tally.violations.append((seed, text + f"\n  table: {path}\n  VIOLATION: "
+                                     + "\n  VIOLATION: ".join(verdict.violations)))
+        else:
+            shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+        if out.refused:
+            tally.refused += 1
+            tally.false_conflicts_rows_only += bool(verdict.false_conflict_rows_only)
+            if verdict.false_conflict:
+                tally.false_conflicts += 1
+                if len(tally.false_examples) < keep_examples:
+                    tally.false_examples.append(
+                        (seed, text + f"\n  forced through, equals the serial order {verdict.forced_order}"))
+        else:
+            tally.accepted += 1
+    tally.seconds = time.time() - began
+    return tally
+
+
+def replay(seed: int, level: str, mode: str, workdir: str, **generator) -> str:
+    """One history, run and judged, as text (for a failure's seed)."""
+    history = generate_history(seed, **generator)
+    out = run_history(history, level, mode, os.path.join(tempfile.mkdtemp(prefix=f"replay-{seed}-", dir=workdir), "t"))
+    verdict = judge(history, level, out)
+    return (f"{level} / rowLevelConcurrency={mode}\n{history.describe()}\n{out.describe(history)}\n"
+            f"  verdict: {verdict}")
