@@ -26,6 +26,9 @@ the rows read; past it the file-level rules decide for that winner and the messa
 
 from __future__ import annotations
 
+import os
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional
 
@@ -45,6 +48,52 @@ from .predicates import Predicate
 
 #: rows the check may read per winning commit before the file-level rules decide instead
 DEFAULT_BUDGET_ROWS = 2_000_000
+
+
+class ColumnCache:
+    """Decoded columns of data files, shared by the transactions of a process: a long-lived
+    session checks the same large files against winner after winner. Delta never rewrites a
+    data file in place; the key holds its size and mtime all the same. Least recently used
+    columns go first past ``max_bytes``."""
+
+    def __init__(self, max_bytes: int = 256 << 20):
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._columns: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _identity(local: str) -> tuple:
+        st = os.stat(local)
+        return local, st.st_size, st.st_mtime_ns
+
+    def read(self, local: str, physical: list[str]):
+        """A pyarrow Table of ``physical`` columns of the Parquet file at ``local``."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        ident = self._identity(local)
+        with self._lock:
+            found = {c: self._columns.get((ident, c)) for c in physical}
+            for c, col in found.items():
+                if col is not None:
+                    self._columns.move_to_end((ident, c))
+        missing = [c for c, col in found.items() if col is None]
+        if missing:
+            table = pq.read_table(local, columns=missing)
+            with self._lock:
+                for c in missing:
+                    col = found[c] = table.column(c)
+                    if (ident, c) not in self._columns and col.nbytes <= self.max_bytes:
+                        self._columns[(ident, c)] = col
+                        self.bytes += col.nbytes
+                while self.bytes > self.max_bytes and self._columns:
+                    _, old = self._columns.popitem(last=False)
+                    self.bytes -= old.nbytes
+        return pa.table([found[c] for c in physical], names=physical)
+
+
+COLUMN_CACHE = ColumnCache()
 
 
 class OverBudget(Exception):
@@ -162,8 +211,6 @@ class TableFiles:
              live_only: bool = True) -> list[dict]:
         """Rows of data file ``f`` (at ``positions``, else its live rows) as dicts of the
         ``columns`` (lower-cased logical names present in the file)."""
-        import pyarrow.parquet as pq
-
         names = sorted(c for c in columns if c in self.physical)
         if positions is None:
             positions = self.live_rows(f) if live_only else BitMap64(range(self.num_records(f)))
@@ -176,8 +223,7 @@ class TableFiles:
         table = self._cache.get(key)
         if table is None:
             physical = [self.physical[n] for n in names]
-            table = pq.read_table(self.local(f.path), columns=physical)
-            table = table.rename_columns(names)
+            table = COLUMN_CACHE.read(self.local(f.path), physical).rename_columns(names)
             self._cache[key] = table
         import pyarrow as pa
 
