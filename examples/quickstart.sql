@@ -58,6 +58,9 @@ CREATE OR REPLACE TABLE customers AS
 SELECT c.country, sum(o.amount) AS total
 FROM orders o JOIN customers c ON o.customer = c.name GROUP BY c.country ORDER BY c.country;
 
+-- Compact the small files the statements above left (rows unchanged, dataChange=false).
+OPTIMIZE orders;
+
 DESCRIBE HISTORY orders LIMIT 5;
 SELECT count(*) AS rows_at_v2 FROM orders VERSION AS OF 2;
 DESCRIBE DETAIL orders;

@@ -29,6 +29,26 @@ from functools import cached_property
 from typing import Optional
 
 from isolde.errors import AnalysisError, DatabaseNotFoundError, TableAlreadyExistsError, TableNotFoundError
+
+
+def local_location(text: str) -> str:
+    """A table location as an absolute local path: a plain path (``~`` expanded) or a
+    ``file:`` URI (``file:/x``, ``file:///x``, percent-encoded, as Spark and Hadoop print
+    them). Other schemes are refused: isolde writes the local file system only."""
+    from urllib.parse import unquote, urlparse
+
+    scheme = urlparse(text).scheme if ":" in text else ""
+    if scheme.lower() == "file":
+        parsed = urlparse(text)
+        if parsed.netloc not in ("", "localhost"):
+            raise AnalysisError(f"Location {text!r} names host {parsed.netloc!r}: only local paths are supported.",
+                                error_class="UNSUPPORTED_LOCATION", sqlstate="0A000")
+        return os.path.abspath(unquote(parsed.path))
+    if len(scheme) > 1:  # (a one-letter scheme would be a Windows drive)
+        raise AnalysisError(f"Location {text!r}: the {scheme}:// file system is not supported; isolde reads and "
+                            "writes the local file system only (a path or a file: URI).",
+                            error_class="UNSUPPORTED_LOCATION", sqlstate="0A000")
+    return os.path.abspath(os.path.expanduser(text))
 from isolde.grammar import ast
 
 DEFAULT_DATABASE = "default"
@@ -251,7 +271,7 @@ class Catalog:
         LOCATION clause of a CREATE, which makes the handle external).
         """
         if ref.path is not None:
-            path = os.path.abspath(os.path.expanduser(ref.path))
+            path = local_location(ref.path)
             handle = TableHandle(name=f"delta.`{ref.path}`", path=path, by_path=True,
                                  version=ref.version, timestamp=ref.timestamp)
             if must_exist and not handle.exists:
@@ -269,7 +289,7 @@ class Catalog:
             handle = TableHandle(name=display, path=target, database=database, table=table, external=True,
                                  registration=pointer, version=ref.version, timestamp=ref.timestamp)
         elif location is not None and not must_exist:
-            handle = TableHandle(name=display, path=os.path.abspath(os.path.expanduser(location)), database=database,
+            handle = TableHandle(name=display, path=local_location(location), database=database,
                                  table=table, external=True, registration=pointer, version=ref.version,
                                  timestamp=ref.timestamp)
         else:

@@ -156,6 +156,23 @@ def test_path_tables_and_deltalake_written_tables(session, tmp_path):
         session.execute(f"SELECT * FROM delta.`{tmp_path / 'missing'}`")
 
 
+def test_path_tables_named_by_file_uris(session, tmp_path):
+    from urllib.parse import quote
+
+    path = str(tmp_path / "uri table")
+    session.execute(f"CREATE TABLE delta.`{path}` (id INT) USING DELTA")
+    session.execute(f"INSERT INTO delta.`{path}` VALUES (1), (2)")
+    encoded = quote(path)  # the space as %20, as Spark and Hadoop print locations
+    for spelled in (f"file:{encoded}", f"file://{encoded}", f"file://localhost{encoded}"):
+        assert sorted_rows(session.execute(f"SELECT id FROM delta.`{spelled}`").rows) == [(1,), (2,)]
+    session.execute(f"UPDATE delta.`file://{encoded}` SET id = id + 10 WHERE id = 2")
+    assert read_delta_rows(path) == [(1,), (12,)]
+    with pytest.raises(E.AnalysisError, match="s3:// file system is not supported"):
+        session.execute("SELECT * FROM delta.`s3://bucket/t`")
+    with pytest.raises(E.AnalysisError, match="only local paths"):
+        session.execute(f"SELECT * FROM delta.`file://otherhost{encoded}`")
+
+
 def test_deletion_vectors_are_applied(session, table_path):
     """A DV written through the log (as the DML jobs do) hides rows from isolde and delta-rs."""
     from isolde.executor.log.deletion_vectors import write_deletion_vector

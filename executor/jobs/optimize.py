@@ -1,0 +1,220 @@
+"""OPTIMIZE t [WHERE partition-predicate] and REORG TABLE t [WHERE ...] APPLY (PURGE):
+bin-packing compaction.
+
+Per partition, the candidate files -- smaller than the target size, or carrying a deletion
+vector that hides more than ``MAX_DELETED_ROWS_RATIO`` of their rows (REORG PURGE: every file
+with a deletion vector) -- are packed, smallest first, into bins of at most the target size
+(``delta.targetFileSize``, else the session's ``spark.databricks.delta.optimize.maxFileSize``,
+else 1 GiB). A bin of one file is rewritten only when it has a deletion vector to purge, so a
+second run finds nothing to do and commits nothing. Each bin's live rows (deletion vectors
+applied) become one new file; the commit removes the inputs and adds the outputs, all with
+dataChange=false.
+
+Conflicts (DESIGN.md section 4): the transaction reads exactly its input files and is checked
+with snapshot isolation, so concurrent INSERTs never conflict with it in either order; a
+concurrent UPDATE/DELETE/MERGE that changed an input file wins and the compaction fails with
+ConcurrentDeleteReadException (or ConcurrentDeleteDeleteException against another compaction
+of the same files); a write that loses to it and removes one of its inputs gets
+ConcurrentDeleteDeleteException. Carrying a concurrent deletion vector over to the compacted
+file, Z-ordering and clustering are not implemented yet.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import sqlglot.expressions as exp
+
+from isolde.errors import AnalysisError, UnsupportedFeatureError, did_you_mean
+from isolde.executor import properties as P
+from isolde.executor import schema as S
+from isolde.executor.jobs import executes
+from isolde.executor.log.actions import now_ms
+from isolde.executor.results import CommitResult, PreparedWrite
+from isolde.executor.txn.predicates import Predicate
+from isolde.grammar import ast
+
+DEFAULT_TARGET_BYTES = 1 << 30
+MAX_FILE_SIZE_CONF = "spark.databricks.delta.optimize.maxFileSize"
+#: a file whose deletion vector hides more than this share of its rows is rewritten by OPTIMIZE
+MAX_DELETED_ROWS_RATIO = 0.05
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30,
+          "t": 1 << 40, "tb": 1 << 40}
+
+
+def parse_size(text, what: str) -> int:
+    """``134217728``, ``128mb``, ``1g`` ... as bytes (Spark's byte-size strings)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _UNITS or int(m.group(1)) <= 0:
+        raise AnalysisError(f"{what} must be a positive size in bytes (such as 134217728 or 128mb), not {text!r}.",
+                            error_class="INVALID_CONF_VALUE", sqlstate="22022")
+    return int(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
+def target_file_size(ctx, metadata) -> int:
+    configured = S.configuration(metadata).get("delta.targetFileSize")
+    if configured is not None:
+        return parse_size(configured, "delta.targetFileSize")
+    conf = getattr(ctx, "conf", None)
+    value = conf.get(MAX_FILE_SIZE_CONF) if conf is not None and hasattr(conf, "get") else None
+    return parse_size(value, MAX_FILE_SIZE_CONF) if value is not None else DEFAULT_TARGET_BYTES
+
+
+def partition_filter_sql(stmt, metadata, verb: str):
+    """The WHERE clause's SQL after checking it names only partition columns."""
+    if stmt.where is None:
+        return None
+    parts = {p.lower(): p for p in S.partition_columns(metadata)}
+    columns = {f.name.lower(): f.name for f in S.metadata_schema(metadata).fields}
+    for col in stmt.where.tree.find_all(exp.Column):
+        name = col.name.lower()
+        if name in parts:
+            continue
+        if name in columns:
+            raise AnalysisError(
+                f"{verb} WHERE may only reference partition columns: `{columns[name]}` is not one "
+                f"(partition columns: {', '.join(parts.values()) or 'none, the table is not partitioned'}).",
+                error_class="DELTA_UNSUPPORTED_PREDICATE_ON_NON_PARTITION_COLUMNS", sqlstate="0AKDC")
+        raise AnalysisError(f"{verb} WHERE: column `{col.name}` does not exist.{did_you_mean(col.name, columns.values())}",
+                            error_class="UNRESOLVED_COLUMN", sqlstate="42703")
+    return stmt.where.sql
+
+
+def _deleted_ratio(f) -> float:
+    dv = f.deletion_vector
+    if dv is None:
+        return 0.0
+    stats = f.parsed_stats or {}
+    rows = stats.get("numRecords")
+    return 1.0 if not rows else dv.cardinality / rows
+
+
+def plan_bins(files, target: int, *, purge: bool) -> list[list]:
+    """Bins of files to rewrite together, per partition, smallest files first."""
+    by_partition: dict = {}
+    for f in files:
+        if purge:
+            wanted = f.deletion_vector is not None
+        else:
+            wanted = (f.size or 0) < target or _deleted_ratio(f) > MAX_DELETED_ROWS_RATIO
+        if wanted:
+            key = tuple(sorted((f.partition_values or {}).items(), key=lambda kv: kv[0]))
+            by_partition.setdefault(key, []).append(f)
+    bins: list[list] = []
+    for key in sorted(by_partition, key=lambda k: [(c, v is None, v or "") for c, v in k]):
+        current: list = []
+        size = 0
+        for f in sorted(by_partition[key], key=lambda f: (f.size or 0, f.path)):
+            if current and size + (f.size or 0) > target:
+                bins.append(current)
+                current, size = [], 0
+            current.append(f)
+            size += f.size or 0
+        if current:
+            bins.append(current)
+    # one file alone is rewritten only to drop its deletion vector
+    return [b for b in bins if len(b) > 1 or b[0].deletion_vector is not None]
+
+
+def _percentile(sorted_sizes: list[int], p: float) -> int:
+    return sorted_sizes[min(len(sorted_sizes) - 1, int(p * len(sorted_sizes)))]
+
+
+def operation_metrics(inputs, adds) -> dict:
+    """Delta's OPTIMIZE operationMetrics (the size figures describe the added files)."""
+    sizes = sorted(int(a.size or 0) for a in adds)
+    out = {
+        "numAddedFiles": len(sizes),
+        "numRemovedFiles": len(inputs),
+        "numAddedBytes": sum(sizes),
+        "numRemovedBytes": sum(int(f.size or 0) for f in inputs),
+        "numDeletionVectorsRemoved": sum(1 for f in inputs if f.deletion_vector is not None),
+    }
+    if sizes:
+        out.update(minFileSize=sizes[0], p25FileSize=_percentile(sizes, 0.25), p50FileSize=_percentile(sizes, 0.5),
+                   p75FileSize=_percentile(sizes, 0.75), maxFileSize=sizes[-1])
+    return out
+
+
+def _compact(ctx, stmt, *, purge: bool):
+    from isolde.executor.scan import scan
+    from isolde.executor.writer import write_partition_groups
+
+    verb = "REORG TABLE" if purge else "OPTIMIZE"
+    handle = P.resolve(ctx, stmt.table)
+    if stmt.table.version is not None or stmt.table.timestamp is not None:
+        raise AnalysisError(f"{verb} cannot rewrite an old version (VERSION/TIMESTAMP AS OF).",
+                            error_class="DELTA_UNSUPPORTED_TIME_TRAVEL_MULTIPLE_FORMATS", sqlstate="42613")
+    txn = ctx.start_transaction(handle.log)
+    snap = txn.snapshot
+    metadata = snap.metadata
+    if not purge and P.clustering_columns(snap):
+        raise UnsupportedFeatureError(
+            f"OPTIMIZE of a clustered table ({handle.name} is CLUSTER BY "
+            f"{', '.join(P.clustering_columns(snap))}) is not supported yet: clustering is not implemented. "
+            "ALTER TABLE ... CLUSTER BY NONE makes it an ordinary table OPTIMIZE can bin-pack.",
+            error_class="UNSUPPORTED_FEATURE", sqlstate="0A000")
+    where_sql = partition_filter_sql(stmt, metadata, verb)
+    target = target_file_size(ctx, metadata)
+    considered = list(snap.all_files)
+    if where_sql:
+        considered = Predicate(None, snap.schema, snap.partition_columns, partition_sql=where_sql).filter(considered)
+    bins = plan_bins(considered, target, purge=purge)
+    inputs = [f for b in bins for f in b]
+    txn.record_read(None, where_sql, files=inputs)  # exactly the files it rewrites
+    started = time.perf_counter()
+    written = None
+    if bins:
+        columns = [f.name for f in S.metadata_schema(metadata).fields]
+
+        def rows_of(files):
+            return lambda: scan(ctx, snap, handle.path, files=files).select(*columns).coalesce(1)
+
+        groups = [(dict(b[0].partition_values or {}), rows_of(b)) for b in bins]
+        written = write_partition_groups(ctx, groups, handle.path, metadata, data_change=False)
+    ts = now_ms()
+    actions = [f.remove(deletion_timestamp=ts, data_change=False) for f in inputs]
+    actions += list(written.adds) if written is not None else []
+    metrics = operation_metrics(inputs, written.adds if written is not None else [])
+    if purge:
+        operation = "REORG"
+        params = {"predicate": json.dumps([where_sql] if where_sql else []), "applyPurge": "true"}
+    else:
+        operation = "OPTIMIZE"
+        params = {"predicate": json.dumps([where_sql] if where_sql else []), "auto": "false", "clusterBy": "[]",
+                  "zOrderBy": "[]"}
+
+    def commit() -> CommitResult:
+        if not actions:  # nothing to compact: nothing committed, the version stays
+            return CommitResult(version=snap.version, operation=operation, metrics=dict(metrics), table=handle.name,
+                                elapsed_s=time.perf_counter() - started)
+        version = P.txn_commit(txn, actions, operation, params, metrics)
+        return CommitResult(version=version, operation=operation, metrics=dict(metrics), table=handle.name,
+                            elapsed_s=time.perf_counter() - started)
+
+    staged = list(written.staged_paths) if written is not None else []
+    return PreparedWrite(operation=operation, table=handle.name, commit_fn=commit, staged_paths=staged,
+                         metrics=dict(metrics))
+
+
+@executes(ast.Optimize)
+def run_optimize(ctx, stmt: ast.Optimize):
+    if stmt.zorder_by:
+        raise UnsupportedFeatureError(
+            f"OPTIMIZE ... ZORDER BY ({', '.join(stmt.zorder_by)}) is not supported yet; OPTIMIZE without "
+            "ZORDER BY bin-packs small files.", error_class="UNSUPPORTED_FEATURE", sqlstate="0A000")
+    if stmt.full:
+        raise UnsupportedFeatureError("OPTIMIZE ... FULL re-clusters a clustered table; clustering is not "
+                                      "supported yet.", error_class="UNSUPPORTED_FEATURE", sqlstate="0A000")
+    return _compact(ctx, stmt, purge=False)
+
+
+@executes(ast.Reorg)
+def run_reorg(ctx, stmt: ast.Reorg):
+    if not stmt.purge:
+        raise UnsupportedFeatureError(
+            "REORG TABLE ... APPLY (UPGRADE UNIFORM(...)) is not supported yet; APPLY (PURGE) is.",
+            error_class="UNSUPPORTED_FEATURE", sqlstate="0A000")
+    return _compact(ctx, stmt, purge=True)
