@@ -123,6 +123,10 @@ class WinningCommitSummary:
         return (info.operation or "").upper() in _APPEND_OPERATIONS and mode == "append"
 
 
+def _partition_key(values) -> tuple:
+    return tuple(sorted((values or {}).items()))
+
+
 @dataclass
 class TransactionSummary:
     """What the committing transaction read and wants to write (Delta's CurrentTransactionInfo)."""
@@ -140,6 +144,18 @@ class TransactionSummary:
     @property
     def removed_paths(self) -> set[str]:
         return {a.path for a in self.actions if isinstance(a, RemoveFile)}
+
+    def follow_rewrites(self, winner: "WinningCommitSummary") -> None:
+        """A compaction (dataChange=false) that rewrote files this transaction read moved those
+        rows into its new files: they are read too, so a later winner that deletes such a row
+        from the new file still conflicts (rule 5). Without knowing which output holds which
+        input, every output in the rewritten files' partitions counts."""
+        moved = [r for r in winner.removed_files if not r.data_change and r.path in self.read_file_paths]
+        if not moved:
+            return
+        partitions = {_partition_key(r.partition_values) for r in moved}
+        self.read_file_paths |= {a.path for a in winner.added_files
+                                 if not a.data_change and _partition_key(a.partition_values) in partitions}
 
     @property
     def written_app_ids(self) -> set[str]:

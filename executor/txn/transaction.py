@@ -275,6 +275,7 @@ class OptimisticTransaction:
                     actions = self._check_rows(summary, winner, actions)
                 else:
                     ConflictChecker(summary, winner).check()
+                summary.follow_rewrites(winner)
                 self.winning_versions.append(version)
                 if winner.commit_info is not None and winner.commit_info.timestamp is not None:
                     last_timestamp = max(last_timestamp or 0, int(winner.commit_info.timestamp))

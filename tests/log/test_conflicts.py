@@ -294,6 +294,13 @@ CASES = [
     ("my compaction vs concurrent delete of an input", Setup(PART, files=[f_a1, f_a2]),
      lambda t: t.filter_files(f"date = '{A}'"), [remove_of(f_a1.path)],
      my_compaction([f_a1.path, f_a2.path], "c.parquet", date=A), Expect(ConcurrentDeleteReadException, 1, "DELETE")),
+    # a read follows its rows through a compaction: deleting one from the new file still conflicts
+    ("compaction then delete from the compacted file of a file I read", Setup(PART, files=[f_a1, f_a2, f_b1]), read_a,
+     [compaction_of([f_a1.path, f_a2.path], "date=A/c.parquet", date=A), remove_of("date=A/c.parquet")],
+     [add("m.parquet", date=A)], Expect(ConcurrentDeleteReadException, 2, "DELETE", f"date={A}")),
+    ("compaction of files I read, then a delete in another partition", Setup(PART, files=[f_a1, f_a2, f_b1]), read_a,
+     [compaction_of([f_a1.path, f_a2.path], "date=A/c.parquet", date=A), remove_of(f_b1.path)],
+     [add("m.parquet", date=A)], OK),
     # application ids
     ("app id read then advanced", Setup(), lambda t: t.txn_version("stream-1"),
      [Winner([SetTransaction("stream-1", 7), add("w.parquet")], "STREAMING UPDATE")],

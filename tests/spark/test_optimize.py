@@ -269,3 +269,20 @@ def test_reorg_purge_losing_to_a_delete_fails(session, delta_rows, table_path):
     w = _conflict_case(s, "REORG TABLE t APPLY (PURGE)", "DELETE FROM t WHERE id = 3")  # not its file
     w.commit()
     assert _rows(s) == [(0, "a")] == sorted(delta_rows(table_path(s, "t"), ["id", "d"]))
+
+
+@pytest.mark.parametrize("level", ["Serializable", "WriteSerializable"])
+def test_a_read_follows_its_rows_into_the_compacted_file(session, level, delta_rows, table_path):
+    """T read a file; OPTIMIZE moved its rows into a new file; a DELETE then removed a row T
+    read from that new file: T must still see the conflict (file level: its read set follows
+    the compaction)."""
+    s = session
+    s.execute(f"CREATE TABLE t (id INT, d STRING) PARTITIONED BY (d) TBLPROPERTIES ('delta.isolationLevel' = '{level}')")
+    for i in range(3):
+        s.execute(f"INSERT INTO t VALUES ({i}, 'a')")
+    w = s.prepare("INSERT INTO t SELECT id + 100, d FROM t WHERE id = 1")
+    s.execute("OPTIMIZE t")
+    s.execute("DELETE FROM t WHERE id = 1")
+    with pytest.raises(E.ConcurrentDeleteReadException):
+        w.commit()
+    assert _rows(s) == [(0, "a"), (2, "a")] == sorted(delta_rows(table_path(s, "t"), ["id", "d"]))
