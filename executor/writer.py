@@ -49,6 +49,7 @@ SEP = "\u241f"  # a visible unit separator that never appears in SQL text we gen
 class WrittenFiles:
     adds: list = field(default_factory=list)
     staged_paths: list = field(default_factory=list)
+    groups: list = field(default_factory=list)  # write_partition_groups: each add's group index
     num_rows: int = 0
     num_bytes: int = 0
 
@@ -374,7 +375,7 @@ def _utc_timestamp_partitions(df: DataFrame, parts: list) -> DataFrame:
 
 
 def _adopt_files(staging: str, table_path: str, parts: list, result: "WrittenFiles", data_change: bool,
-                 rel_dir_of=None, pvalues_of=None) -> None:
+                 rel_dir_of=None, pvalues_of=None, group_of=None) -> None:
     """Move the Parquet files Spark wrote under ``staging`` into the table; one AddFile each.
 
     By default the Hive-style folders under ``staging`` give the partition values; a group
@@ -411,6 +412,8 @@ def _adopt_files(staging: str, table_path: str, parts: list, result: "WrittenFil
             if num == 0:
                 continue
             _adopt_one(src, table_path, rel_dir, name, pvalues, num, stats, result, data_change)
+            if group_of is not None:
+                result.groups.append(group_of(os.path.relpath(root, staging)))
 
 
 def _adopt_one(src: str, table_path: str, rel_dir: str, name: str, pvalues: dict, num, stats,
@@ -568,7 +571,8 @@ def write_partition_groups(ctx, groups: Sequence[tuple], table_path: str, metada
         by_sub = {sub: (rel, pv) for sub, pv, rel, _ in jobs}
         _adopt_files(staging, table_path, [], result, data_change,
                      rel_dir_of=lambda d: by_sub[d.split(os.sep)[0]][0],
-                     pvalues_of=lambda d: by_sub[d.split(os.sep)[0]][1])
+                     pvalues_of=lambda d: by_sub[d.split(os.sep)[0]][1],
+                     group_of=lambda d: int(d.split(os.sep)[0][1:]))
     return result
 
 

@@ -21,6 +21,7 @@ file, Z-ordering and clustering are not implemented yet.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -33,6 +34,7 @@ from isolde.executor import schema as S
 from isolde.executor.jobs import executes
 from isolde.executor.log.actions import now_ms
 from isolde.executor.results import CommitResult, PreparedWrite
+from isolde.executor.txn.compaction import LAYOUT_TAG, layout_tag
 from isolde.executor.txn.predicates import Predicate
 from isolde.grammar import ast
 
@@ -138,8 +140,20 @@ def operation_metrics(inputs, adds) -> dict:
     return out
 
 
+def _tagged(add, inputs, files):
+    """The output AddFile with its layout tag, when its row count is the inputs' live rows (else
+    no tag: a concurrent deletion vector on an input then conflicts instead of being carried)."""
+    live = sum(len(files.live_rows(f)) for f in inputs)
+    if (add.parsed_stats or {}).get("numRecords") != live:
+        return add
+    return dataclasses.replace(add, tags={**(add.tags or {}), LAYOUT_TAG: layout_tag(inputs)})
+
+
 def _compact(ctx, stmt, *, purge: bool):
-    from isolde.executor.scan import scan
+    from pyspark.sql import functions as F
+
+    from isolde.executor.scan import FILE_COL, ROW_COL, scan
+    from isolde.executor.txn.row_level import TableFiles
     from isolde.executor.writer import write_partition_groups
 
     verb = "REORG TABLE" if purge else "OPTIMIZE"
@@ -166,14 +180,22 @@ def _compact(ctx, stmt, *, purge: bool):
     txn.record_read(None, where_sql, files=inputs)  # exactly the files it rewrites
     started = time.perf_counter()
     written = None
+    files = TableFiles(handle.path, metadata)
     if bins:
         columns = [f.name for f in S.metadata_schema(metadata).fields]
 
         def rows_of(files):
-            return lambda: scan(ctx, snap, handle.path, files=files).select(*columns).coalesce(1)
+            # one file per bin, its rows input by input and by position: the layout the tag
+            # records, which carries concurrent deletion vectors across the rewrite
+            def build():
+                order = F.create_map(*[x for i, f in enumerate(files) for x in (F.lit(f.path), F.lit(i))])
+                df = scan(ctx, snap, handle.path, files=files, with_row_ids=True)
+                return df.coalesce(1).sortWithinPartitions(order[F.col(FILE_COL)], F.col(ROW_COL)).select(*columns)
+            return build
 
         groups = [(dict(b[0].partition_values or {}), rows_of(b)) for b in bins]
         written = write_partition_groups(ctx, groups, handle.path, metadata, data_change=False)
+        written.adds = [_tagged(add, bins[g], files) for add, g in zip(written.adds, written.groups)]
     ts = now_ms()
     actions = [f.remove(deletion_timestamp=ts, data_change=False) for f in inputs]
     actions += list(written.adds) if written is not None else []

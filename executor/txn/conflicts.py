@@ -8,7 +8,7 @@ exception or lets the transaction rebase over the winner.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable
 
 from isolde.errors import (
@@ -144,6 +144,11 @@ class TransactionSummary:
     @property
     def removed_paths(self) -> set[str]:
         return {a.path for a in self.actions if isinstance(a, RemoveFile)}
+
+    def without_files(self, paths: set[str]) -> "TransactionSummary":
+        """This summary as if it had neither read nor removed ``paths`` (carried elsewhere)."""
+        return replace(self, read_file_paths=self.read_file_paths - paths,
+                       actions=[a for a in self.actions if not (isinstance(a, RemoveFile) and a.path in paths)])
 
     def follow_rewrites(self, winner: "WinningCommitSummary") -> None:
         """A compaction (dataChange=false) that rewrote files this transaction read moved those

@@ -52,6 +52,8 @@ from .conflicts import (
     TransactionSummary,
     WinningCommitSummary,
 )
+from .compaction import LAYOUT_TAG, carry_own_changes, carry_winner_deletes
+from .statement_scope import scope_flags
 from .predicates import Predicate
 from .row_level import (
     DEFAULT_BUDGET_ROWS,
@@ -103,9 +105,10 @@ class OptimisticTransaction:
         # staged real files set it; log-level callers may commit files written elsewhere)
         self.verify_files = False
         self.row_level_budget_rows = DEFAULT_BUDGET_ROWS
-        self.rebased_files: list[str] = []
+        self.rebased_files: list[str] = []  # deletion-vector files the rebase wrote (removed if the commit fails)
         self.row_check_rows = 0  # rows the row-level checks read (all winners)
-        self._row_state: RowLevelState | None = None  # deletion-vector files the rebase wrote (removed if the commit fails)
+        self._row_state: RowLevelState | None = None
+        self._files: TableFiles | None = None
 
     # ------------------------------------------------------------------ what was read
     @property
@@ -274,7 +277,7 @@ class OptimisticTransaction:
                 if self.row_level:
                     actions = self._check_rows(summary, winner, actions)
                 else:
-                    ConflictChecker(summary, winner).check()
+                    actions = self._check_files(summary, winner, actions)
                 summary.follow_rewrites(winner)
                 self.winning_versions.append(version)
                 if winner.commit_info is not None and winner.commit_info.timestamp is not None:
@@ -290,15 +293,49 @@ class OptimisticTransaction:
                 )
             attempt_version = checked_up_to + 1
 
+    def _table_files(self) -> TableFiles:
+        if self._files is None:
+            self._files = TableFiles(self.table, self.snapshot.metadata, self.row_level_budget_rows)
+        return self._files
+
+    def _carry_through_compaction(self, winner: WinningCommitSummary, actions: list[Action]) -> tuple[list, set]:
+        """Deletion vectors carried across a compaction (executor/txn/compaction.py), in
+        whichever direction applies: this compaction lost to a delete, or this write lost to a
+        compaction. Returns the actions to go on with and the input paths carried."""
+        if not any(not r.data_change for r in winner.removed_files) and \
+                not any(isinstance(a, AddFile) and a.tags and LAYOUT_TAG in a.tags for a in actions):
+            return actions, set()
+        if not scope_flags(self.snapshot)["deletion_vectors"]:
+            return actions, set()  # carrying writes deletion vectors: only where the table takes them
+        files = self._table_files()
+        carried: set = set()
+        for carry in (carry_winner_deletes, carry_own_changes):
+            actions, paths, written = carry(actions, winner, files)
+            self.rebased_files.extend(written)
+            carried |= paths
+        return actions, carried
+
+    def _check_files(self, summary: TransactionSummary, winner: WinningCommitSummary, actions: list[Action]) -> list:
+        """The file-level check against one winner, after carrying deletion vectors across a
+        compaction; the carried inputs are no longer this transaction's to conflict on."""
+        actions, carried = self._carry_through_compaction(winner, actions)
+        summary.actions = actions
+        ConflictChecker(summary.without_files(carried) if carried else summary, winner).check()
+        return actions
+
     def _check_rows(self, summary: TransactionSummary, winner: WinningCommitSummary, actions: list[Action]) -> list:
         """The row-level check against one winner, then the rebase of this transaction's
         deletion vectors over the winner's; returns the actions to commit next."""
         state = self._row_state
         if state is None:
-            files = TableFiles(self.table, self.snapshot.metadata, self.row_level_budget_rows)
+            files = self._table_files()
             state = self._row_state = RowLevelState(summary, files, self.snapshot.schema,
                                                     tuple(self.snapshot.partition_columns),
                                                     RowEffects.of(actions, files))
+        actions, carried = self._carry_through_compaction(winner, actions)
+        if carried:  # this write now changes the compacted files' rows instead
+            summary.actions = actions
+            state.effects = RowEffects.of(actions, state.files)
         state.files.rows_read = 0
         try:
             RowLevelChecker(state, winner).check()

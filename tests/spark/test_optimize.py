@@ -198,37 +198,91 @@ def test_optimize_and_insert_never_conflict_in_either_order(small_files, delta_r
     assert _rows(s) == want == sorted(delta_rows(table_path(s, "t"), ["id", "d"]))
 
 
-def _four_files(s, partitioned: bool):
-    """Four one-row files; unpartitioned, the table's writers are checked per row."""
-    s.execute("CREATE TABLE t (id INT, d STRING)" + (" PARTITIONED BY (d)" if partitioned else ""))
+def _four_files(s, partitioned: bool, deletion_vectors: bool = True):
+    """Four files of three rows (ids 10*i .. 10*i+2, v = 0), one of them with a deletion
+    vector; unpartitioned, the table's writers are checked per row."""
+    s.execute("CREATE TABLE t (id INT, v INT, d STRING)" + (" PARTITIONED BY (d)" if partitioned else "")
+              + f" TBLPROPERTIES ('delta.enableDeletionVectors' = '{str(deletion_vectors).lower()}')")
     for i in range(4):
-        s.execute(f"INSERT INTO t VALUES ({i}, 'a')")
+        s.execute(f"INSERT INTO t VALUES ({10 * i}, 0, 'a'), ({10 * i + 1}, 0, 'a'), ({10 * i + 2}, 0, 'a')")
+    s.execute("DELETE FROM t WHERE id = 10")  # the layout must skip a row deleted before the compaction
     return s
 
 
+FOUR = {10 * i + j: 0 for i in range(4) for j in range(3) if 10 * i + j != 10}
+# statements that delete or update rows in several input files, at several positions
+CONCURRENT = [
+    ("DELETE FROM t WHERE id IN (2, 11, 30)", lambda m: {k: v for k, v in m.items() if k not in (2, 11, 30)}),
+    ("UPDATE t SET v = v + 1 WHERE id IN (12, 21)", lambda m: {k: v + (k in (12, 21)) for k, v in m.items()}),
+    ("MERGE INTO t USING (SELECT 22 AS id UNION ALL SELECT 5) s ON t.id = s.id "
+     "WHEN MATCHED THEN UPDATE SET v = 9 WHEN NOT MATCHED THEN INSERT (id, v, d) VALUES (s.id, 7, 'a')",
+     lambda m: {**m, 22: 9, 5: 7}),
+]
+
+
+def _state(s, table_path, delta_rows):
+    got = {i: v for i, v, _ in _rows(s)}
+    assert sorted(delta_rows(table_path(s, "t"), ["id", "v", "d"])) == _rows(s)  # delta-rs agrees
+    return got
+
+
+@pytest.mark.parametrize("sql, effect", CONCURRENT, ids=["delete", "update", "merge"])
 @pytest.mark.parametrize("partitioned", [True, False], ids=["file-level", "row-level"])
-def test_optimize_losing_to_a_delete_of_its_rows_fails(session, partitioned, delta_rows, table_path):
+def test_optimize_carries_a_concurrent_write_onto_its_file(session, partitioned, sql, effect, delta_rows, table_path):
+    """The DML commits first; the compaction then commits the DML's deletion vectors, mapped to
+    its own file, instead of failing: nothing deleted comes back, nothing is lost."""
     s = _four_files(session, partitioned)
+    w = _conflict_case(s, "OPTIMIZE t", sql)
+    r = w.commit()
+    assert r.operation == "OPTIMIZE"
+    assert _state(s, table_path, delta_rows) == effect(FOUR)
+    s.execute("REORG TABLE t APPLY (PURGE)")  # the carried vector is a real one: purge it
+    assert _state(s, table_path, delta_rows) == effect(FOUR)
+    s.execute("UPDATE t SET v = v + 100 WHERE id = 1")
+    assert _state(s, table_path, delta_rows) == {**effect(FOUR), 1: 100}
+
+
+@pytest.mark.parametrize("sql, effect", CONCURRENT, ids=["delete", "update", "merge"])
+@pytest.mark.parametrize("partitioned", [True, False], ids=["file-level", "row-level"])
+def test_a_write_losing_to_optimize_moves_onto_the_compacted_file(session, partitioned, sql, effect, delta_rows,
+                                                                   table_path):
+    s = _four_files(session, partitioned)
+    w = _conflict_case(s, sql, "OPTIMIZE t")
+    w.commit()
+    assert _state(s, table_path, delta_rows) == effect(FOUR)
+    assert _files(s) <= 3  # the compacted file, plus what the statement added
+    s.execute("DELETE FROM t WHERE id = 0")
+    assert _state(s, table_path, delta_rows) == {k: v for k, v in effect(FOUR).items() if k != 0}
+
+
+def test_both_directions_in_one_race(session, delta_rows, table_path):
+    """A DELETE commits, then OPTIMIZE (carrying it), then an UPDATE prepared before both
+    (moved onto the compacted file, its vector united with the carried one)."""
+    s = _four_files(session, False)
+    update = s.prepare("UPDATE t SET v = 5 WHERE id IN (1, 31)")
+    optimize = s.prepare("OPTIMIZE t")
+    s.execute("DELETE FROM t WHERE id IN (0, 32)")
+    optimize.commit()
+    update.commit()
+    want = {k: (5 if k in (1, 31) else v) for k, v in FOUR.items() if k not in (0, 32)}
+    assert _state(s, table_path, delta_rows) == want
+
+
+@pytest.mark.parametrize("partitioned", [True, False], ids=["partitioned", "unpartitioned"])
+def test_copy_on_write_keeps_the_conflicts(session, partitioned, delta_rows, table_path):
+    s = _four_files(session, partitioned, deletion_vectors=False)
     w = _conflict_case(s, "OPTIMIZE t", "DELETE FROM t WHERE id = 2")
     with pytest.raises(E.ConcurrentDeleteReadException) as info:
         w.commit()
     assert "DELETE" in str(info.value)
-    want = [(0, "a"), (1, "a"), (3, "a")]
-    assert _rows(s) == want == sorted(delta_rows(table_path(s, "t"), ["id", "d"]))
-    assert _files(s) == 4  # the compaction left nothing behind; it can simply run again
-    assert s.execute("OPTIMIZE t").metrics["numAddedFiles"] == 1 and _rows(s) == want
-
-
-@pytest.mark.parametrize("partitioned", [True, False], ids=["file-level", "row-level"])
-def test_a_delete_losing_to_optimize_of_its_file_fails(session, partitioned, delta_rows, table_path):
-    s = _four_files(session, partitioned)
-    w = _conflict_case(s, "DELETE FROM t WHERE id = 2", "OPTIMIZE t")
+    want = {k: v for k, v in FOUR.items() if k != 2}
+    assert _state(s, table_path, delta_rows) == want
+    w = _conflict_case(s, "DELETE FROM t WHERE id = 1", "OPTIMIZE t")
     with pytest.raises(E.ConcurrentDeleteDeleteException):
         w.commit()
-    want = [(i, "a") for i in range(4)]  # nothing deleted twice, nothing resurrected
-    assert _rows(s) == want == sorted(delta_rows(table_path(s, "t"), ["id", "d"]))
-    s.execute("DELETE FROM t WHERE id = 2")  # a retry succeeds
-    assert _rows(s) == [(0, "a"), (1, "a"), (3, "a")]
+    assert _state(s, table_path, delta_rows) == want  # nothing deleted twice, nothing resurrected
+    s.execute("DELETE FROM t WHERE id = 1")  # a retry succeeds
+    assert _state(s, table_path, delta_rows) == {k: v for k, v in want.items() if k != 1}
 
 
 def test_an_update_of_files_optimize_did_not_touch_commits(session, delta_rows, table_path):
@@ -256,19 +310,21 @@ def test_two_compactions(small_files, delta_rows, table_path):
     assert _rows(s) == want == sorted(delta_rows(table_path(s, "t"), ["id", "d"]))
 
 
-def test_reorg_purge_losing_to_a_delete_fails(session, delta_rows, table_path):
+def test_reorg_purge_losing_to_a_delete_carries_it(session, delta_rows, table_path):
     s = session
     s.execute("CREATE TABLE t (id INT, d STRING) PARTITIONED BY (d)")
     s.execute("INSERT INTO t VALUES (0, 'a'), (1, 'a'), (2, 'a')")
     s.execute("INSERT INTO t VALUES (3, 'a')")
     s.execute("DELETE FROM t WHERE id = 1")  # a deletion vector on the first file
     w = _conflict_case(s, "REORG TABLE t APPLY (PURGE)", "DELETE FROM t WHERE id = 2")
-    with pytest.raises(E.ConcurrentDeleteReadException):
-        w.commit()
+    w.commit()  # the delete's vector is carried onto the purged file
     assert _rows(s) == [(0, "a"), (3, "a")] == sorted(delta_rows(table_path(s, "t"), ["id", "d"]))
-    w = _conflict_case(s, "REORG TABLE t APPLY (PURGE)", "DELETE FROM t WHERE id = 3")  # not its file
-    w.commit()
-    assert _rows(s) == [(0, "a")] == sorted(delta_rows(table_path(s, "t"), ["id", "d"]))
+    from isolde.executor.log import DeltaLog
+
+    with_dv = [f for f in DeltaLog.for_table(table_path(s, "t")).update().all_files if f.deletion_vector is not None]
+    assert len(with_dv) == 1 and with_dv[0].deletion_vector.cardinality == 1
+    assert s.execute("REORG TABLE t APPLY (PURGE)").metrics["numDeletionVectorsRemoved"] == 1
+    assert _rows(s) == [(0, "a"), (3, "a")] == sorted(delta_rows(table_path(s, "t"), ["id", "d"]))
 
 
 @pytest.mark.parametrize("level", ["Serializable", "WriteSerializable"])
