@@ -34,7 +34,7 @@ from isolde.executor.txn import predicates as txn_predicates
 
 FILE_COL = "_isolde_file"
 ROW_COL = "_isolde_row"
-_KEY = "_isolde_key"
+_KEY = FILE_KEY_COL = "_isolde_key"
 # Each row's file path -> (AddFile path, partition values) is a literal map lookup for up to
 # this many files, else a broadcast join on the path. The map compares the path against its
 # keys one by one: per row ~2.5 ns per file, against ~200 ns for the join's string hash.
@@ -142,7 +142,7 @@ def _arrow_df(spark, table: pa.Table) -> DataFrame:
 
 
 def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequence] = None, *,
-         with_row_ids: bool = False) -> DataFrame:
+         with_row_ids: bool = False, with_file_keys: bool = False) -> DataFrame:
     spark = _spark(ctx)
     metadata = snapshot.metadata
     table_path = table_path or snapshot.table_path
@@ -157,7 +157,7 @@ def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequen
 
     local = [file_local_path(table_path, a.path) for a in files]
     has_dv = any(a.deletion_vector is not None for a in files)
-    need_keys = with_row_ids or bool(parts) or has_dv
+    need_keys = with_row_ids or with_file_keys or bool(parts) or has_dv
 
     mode = S.column_mapping_mode(metadata)
     if mode != "none":
@@ -172,7 +172,7 @@ def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequen
         df = spark.read.schema(data_struct).parquet(*map(_exact, local))
     if not need_keys:
         return df.selectExpr(*[_quote(f.name) for f in struct.fields])
-    if not with_row_ids and not has_dv and _one_partition(files):
+    if not with_row_ids and not with_file_keys and not has_dv and _one_partition(files):
         # every file in one partition: its values are literals (no _metadata.file_path lookup per row)
         return _with_literal_partition(df, struct, parts, metadata, files[0].partition_values)
 
@@ -215,7 +215,17 @@ def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequen
             out.append(_quote(f.name))
     if with_row_ids:
         out += [FILE_COL, ROW_COL]
+    elif with_file_keys:
+        out += [FILE_KEY_COL, ROW_COL]
     return df.selectExpr(*out)
+
+
+def file_keys(ctx, table_path: str, files: Sequence) -> list[str]:
+    """Each file's ``FILE_KEY_COL`` value in a ``scan(..., with_file_keys=True)``: the path as
+    Spark's ``_metadata.file_path`` shows it. Sorting rows by it and by ``ROW_COL`` puts them
+    file by file in the order these strings sort in Python (both compare code points)."""
+    encode = _KeyEncoder(_spark(ctx))
+    return [encode(file_local_path(table_path, a.path)) for a in files]
 
 
 def _map_lookup(keys: list, values: list):

@@ -152,7 +152,7 @@ def _tagged(add, inputs, files):
 def _compact(ctx, stmt, *, purge: bool):
     from pyspark.sql import functions as F
 
-    from isolde.executor.scan import FILE_COL, ROW_COL, scan
+    from isolde.executor.scan import FILE_KEY_COL, ROW_COL, file_keys, scan
     from isolde.executor.txn.row_level import TableFiles
     from isolde.executor.writer import write_partition_groups
 
@@ -176,6 +176,9 @@ def _compact(ctx, stmt, *, purge: bool):
     if where_sql:
         considered = Predicate(None, snap.schema, snap.partition_columns, partition_sql=where_sql).filter(considered)
     bins = plan_bins(considered, target, purge=purge)
+    if bins:
+        keys = dict(zip((f.path for b in bins for f in b), file_keys(ctx, handle.path, [f for b in bins for f in b])))
+        bins = [sorted(b, key=lambda f: keys[f.path]) for b in bins]
     inputs = [f for b in bins for f in b]
     txn.record_read(None, where_sql, files=inputs)  # exactly the files it rewrites
     started = time.perf_counter()
@@ -186,11 +189,12 @@ def _compact(ctx, stmt, *, purge: bool):
 
         def rows_of(files):
             # one file per bin, its rows input by input and by position: the layout the tag
-            # records, which carries concurrent deletion vectors across the rewrite
+            # records, which carries concurrent deletion vectors across the rewrite. Inputs go
+            # in the order of the paths Spark sees (it compares strings as UTF-8 bytes, Python
+            # as code points: the same order), so the sort needs no per-row lookup
             def build():
-                order = F.create_map(*[x for i, f in enumerate(files) for x in (F.lit(f.path), F.lit(i))])
-                df = scan(ctx, snap, handle.path, files=files, with_row_ids=True)
-                return df.coalesce(1).sortWithinPartitions(order[F.col(FILE_COL)], F.col(ROW_COL)).select(*columns)
+                df = scan(ctx, snap, handle.path, files=files, with_file_keys=True)
+                return df.coalesce(1).sortWithinPartitions(F.col(FILE_KEY_COL), F.col(ROW_COL)).select(*columns)
             return build
 
         groups = [(dict(b[0].partition_values or {}), rows_of(b)) for b in bins]

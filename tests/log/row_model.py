@@ -65,6 +65,7 @@ from isolde.errors import CONFLICT_EXCEPTIONS
 from isolde.executor.log import DeltaLog
 from isolde.executor.log.actions import AddFile, Metadata
 from isolde.executor.log.deletion_vectors import read_deleted_rows, write_deletion_vectors
+from isolde.executor.txn.compaction import LAYOUT_TAG, layout_tag
 from isolde.executor.txn.statement_scope import record_scope, scope_flags
 from isolde.executor.log.stats import file_stats
 
@@ -74,7 +75,8 @@ LEVELS = (SERIALIZABLE, WRITE_SERIALIZABLE)
 MODES = ("auto", "off")  # isolde.rowLevelConcurrency: row level / file level
 
 UPDATE, DELETE, MERGE, INSERT = "UPDATE", "DELETE", "MERGE", "INSERT"
-KINDS = (UPDATE, DELETE, MERGE, INSERT)
+KINDS = (UPDATE, DELETE, MERGE, INSERT)  # the DML kinds the generator draws from
+OPTIMIZE = "OPTIMIZE"  # bin-packing compaction: one bin of every live file (see ``start``)
 
 SCHEMA = json.dumps({"type": "struct", "fields": [
     {"name": "id", "type": "integer", "nullable": True, "metadata": {}},
@@ -104,6 +106,8 @@ class Stmt:
             return f"UPDATE t SET n = n + {w} WHERE id = {k}"
         if self.kind == DELETE:
             return f"DELETE FROM t WHERE id = {k}"
+        if self.kind == OPTIMIZE:
+            return "OPTIMIZE t"
         if self.kind == MERGE:
             return (f"MERGE INTO t USING (SELECT {k} AS id, {w} AS w) AS s ON t.id = s.id "
                     f"WHEN MATCHED THEN UPDATE SET n = t.n + s.w "
@@ -117,6 +121,8 @@ class Stmt:
     def apply(self, rows: list) -> tuple[list, tuple]:
         """(rows after the statement, its result: (rows deleted or updated, rows added))."""
         k, w = self.key, self.w
+        if self.kind == OPTIMIZE:  # rewrites files, changes no row
+            return rows, (0, 0)
         if self.kind == INSERT:
             return rows + [(k, w)], (0, 1)
         hits = sum(1 for r in rows if r[0] == k)
@@ -130,6 +136,8 @@ class Stmt:
     def effects(self, state: dict) -> tuple[frozenset, list]:
         """(identities of the rows it deletes or updates, rows it adds)."""
         k, w = self.key, self.w
+        if self.kind == OPTIMIZE:  # row identities survive a compaction (deletion vectors carried)
+            return frozenset(), []
         if self.kind == INSERT:
             return frozenset(), [(k, w)]
         hits = sorted(i for i, r in state.items() if r[0] == k)
@@ -161,29 +169,42 @@ class History:
 
 REUSE = 0.0  # chance that a statement picks a key an earlier statement of the history picked
 ABSENT_KEYS = 2  # keys K..K+1 are not in the table: MERGE inserts, INSERT adds a new id
+OPTIMIZING = 0.0  # chance that a history holds an OPTIMIZE (0: the histories of old, seed for seed)
 
 
-def generate_history(seed: int, *, reuse: float = REUSE, absent_keys: int = ABSENT_KEYS) -> History:
+def generate_history(seed: int, *, reuse: float = REUSE, absent_keys: int = ABSENT_KEYS,
+                     optimize: float = OPTIMIZING) -> History:
     """A random small history, a function of its arguments only (the same for every level
     and mode). Keys are uniform over the table's ids and ``absent_keys`` more, except that
     with probability ``reuse`` a statement picks an earlier statement's key (the collisions
-    where conflicts are)."""
+    where conflicts are).
+
+    With ``optimize`` > 0 the table starts with 2 or 3 files (something to compact) and with
+    probability ``optimize`` one OPTIMIZE joins the 2-4 DML statements, at a random place.
+    ``optimize`` 0 draws exactly what it drew before OPTIMIZE existed."""
     rng = random.Random(seed)
     k = rng.randint(6, 10)
     ids = list(range(k))
-    if rng.random() < 0.5:
+    if optimize > 0:
+        cuts = sorted(rng.sample(range(2, k - 1), rng.randint(1, 2)))
+        files = tuple(tuple(ids[a:b]) for a, b in zip([0, *cuts], [*cuts, k]))
+    elif rng.random() < 0.5:
         files = (tuple(ids),)
     else:
         cut = rng.randint(2, k - 2)
         files = (tuple(ids[:cut]), tuple(ids[cut:]))
     universe = list(range(k + absent_keys))
     n = rng.randint(2, 4)
-    stmts = []
+    kinds_keys = []
     keys: list[int] = []
     for i in range(n):
         key = rng.choice(keys) if keys and rng.random() < reuse else rng.choice(universe)
         keys.append(key)
-        stmts.append(Stmt(i, rng.choice(KINDS), key, 1 << i))
+        kinds_keys.append((rng.choice(KINDS), key))
+    if optimize > 0 and rng.random() < optimize:
+        kinds_keys.insert(rng.randint(0, n), (OPTIMIZE, -1))
+        n += 1
+    stmts = [Stmt(i, kind, key, 1 << i) for i, (kind, key) in enumerate(kinds_keys)]
     if rng.random() < 0.7:
         # all read the same snapshot, then commit in a random order
         order = list(range(n))
@@ -230,25 +251,56 @@ def simulate(history: History, accepted: Optional[set] = None) -> ModelRun:
     """The schedule applied to row identities, nothing refused (``accepted`` None) or only the
     statements in ``accepted`` committing. A commit deletes the row identities the statement
     saw at its snapshot (already deleted ones stay deleted: deletion vectors are unioned) and
-    adds its new rows."""
+    adds its new rows.
+
+    An OPTIMIZE changes no row identity (deletion vectors are carried through the compaction
+    both ways); the data files are tracked beside the rows only to know whether it finds
+    something to compact at its snapshot (2+ live files, or one with a deletion vector) and
+    so commits something."""
     state = {(f"f{j}", pos): (i, 0) for j, ids in enumerate(history.files) for pos, i in enumerate(ids)}
+    where = {ident: ident[0] for ident in state}  # row identity -> the data file holding it now
+    files = {f"f{j}": False for j in range(len(history.files))}  # live data file -> has a deletion vector
     effects: dict = {}
+    compacting: dict = {}  # OPTIMIZE index -> (its input files, the live identities in them), at its snapshot
     log, noop = [], []
     for ev, i in history.schedule:
         s = history.stmts[i]
         if ev == "start":
             effects[i] = s.effects(state)
+            if s.kind == OPTIMIZE:
+                inputs = set(files) if len(files) >= 2 or any(files.values()) else set()
+                compacting[i] = (inputs, {ident for ident in state if where[ident] in inputs})
             continue
         deleted, added = effects[i]
+        if s.kind == OPTIMIZE:
+            inputs, rows = compacting[i]
+            if not inputs:
+                noop.append(i)
+                continue
+            if accepted is not None and i not in accepted:
+                continue
+            output = f"opt{i}"
+            for name in inputs:
+                files.pop(name, None)
+            for ident in rows:
+                where[ident] = output
+            if rows:  # one output file; rows deleted since the snapshot carried over as its vector
+                files[output] = any(ident not in state for ident in rows)
+            log.append(i)
+            continue
         if not deleted and not added:
             noop.append(i)
             continue
         if accepted is not None and i not in accepted:
             continue
         for ident in deleted:
+            if ident in state and where[ident] in files:
+                files[where[ident]] = True
             state.pop(ident, None)
         for j, row in enumerate(added):
             state[(f"new{i}", j)] = row
+            where[(f"new{i}", j)] = f"new{i}"
+            files[f"new{i}"] = False
         log.append(i)
     results = {i: (len(d), len(a)) for i, (d, a) in effects.items()}
     return ModelRun(sorted(state.values()), log, noop, results)
@@ -285,12 +337,12 @@ def _parsed(sql: str):
     return stmt
 
 
-def _write_parquet(table_path: str, name: str, rows: Sequence[Row]) -> AddFile:
+def _write_parquet(table_path: str, name: str, rows: Sequence[Row], *, data_change: bool = True) -> AddFile:
     local = os.path.join(table_path, name)
     pq.write_table(pa.table({"id": pa.array([r[0] for r in rows], pa.int32()),
                              "n": pa.array([r[1] for r in rows], pa.int64())}, schema=ARROW_SCHEMA), local)
     _, stats = file_stats(local)
-    return AddFile(name, {}, os.path.getsize(local), int(time.time() * 1000), data_change=True, stats=stats)
+    return AddFile(name, {}, os.path.getsize(local), int(time.time() * 1000), data_change=data_change, stats=stats)
 
 
 def _new_file_name() -> str:
@@ -340,11 +392,39 @@ class Prepared:
     result: tuple  # (rows deleted or updated, rows added): what the statement reports
 
 
+def start_optimize(table_path: str, stmt: Stmt) -> Prepared:
+    """OPTIMIZE as executor/jobs/optimize.py does it, at the log level, with one bin of every
+    live file (when there are 2+ of them or one has a deletion vector; else nothing to do):
+    the read recorded as exactly the input files, one output file of the inputs' live rows
+    (input by input in path order, each by position) with its layout tag, the inputs removed
+    and the output added with dataChange=false. Never row-level."""
+    txn = DeltaLog.for_table(table_path).start_transaction()
+    txn.verify_files = True
+    snap = txn.snapshot
+    live = sorted(snap.all_files, key=lambda f: f.path)
+    inputs = live if len(live) >= 2 or any(f.deletion_vector is not None for f in live) else []
+    txn.record_read(None, None, files=inputs)  # exactly the files it rewrites
+    actions: list = []
+    if inputs:
+        rows = [row for f in inputs for _, row in live_rows(table_path, f)]
+        now = int(time.time() * 1000)
+        actions = [f.remove(deletion_timestamp=now, data_change=False) for f in inputs]
+        if rows:
+            add = _write_parquet(table_path, _new_file_name(), rows, data_change=False)
+            if (add.parsed_stats or {}).get("numRecords") == len(rows):
+                add = replace(add, tags={**(add.tags or {}), LAYOUT_TAG: layout_tag(inputs)})
+            actions.append(add)
+    parameters = {"predicate": "[]", "auto": "false", "clusterBy": "[]", "zOrderBy": "[]"}
+    return Prepared(stmt, txn, actions, "OPTIMIZE", parameters, snap.version, txn.row_level, (0, 0))
+
+
 def start(table_path: str, stmt: Stmt) -> Prepared:
     """Open the statement's transaction on the latest snapshot, record its read as the real
     statement does, read the rows and stage its files and deletion vectors."""
     from isolde.planner.scope import conflict_scope
 
+    if stmt.kind == OPTIMIZE:
+        return start_optimize(table_path, stmt)
     txn = DeltaLog.for_table(table_path).start_transaction()
     txn.verify_files = True  # as the session's transactions (executor/context.py)
     snap = txn.snapshot
@@ -395,6 +475,7 @@ class Outcome:
     committed: list = field(default_factory=list)  # statement indices in log order
     versions: dict = field(default_factory=dict)  # statement index -> version
     refused: dict = field(default_factory=dict)  # statement index -> "ExceptionClass: message"
+    refusals: dict = field(default_factory=dict)  # statement index -> (ExceptionClass, winning operation)
     noop: list = field(default_factory=list)  # statements with nothing to commit
     read_versions: dict = field(default_factory=dict)
     row_level: dict = field(default_factory=dict)  # statement index -> checked per row?
@@ -439,6 +520,7 @@ def run_history(history: History, level: str, mode: str, table_path: str, *, del
             version = p.txn.commit(p.actions, operation=p.operation, operation_parameters=p.parameters)
         except CONFLICT_EXCEPTIONS as e:
             out.refused[i] = f"{type(e).__name__}: {e}"
+            out.refusals[i] = (type(e).__name__, getattr(e, "winning_operation", None))
             continue
         out.committed.append(i)
         out.versions[i] = version
@@ -525,6 +607,16 @@ class Tally:
     exceptions: Counter = field(default_factory=Counter)
     violations: list = field(default_factory=list)  # (seed, text)
     false_examples: list = field(default_factory=list)  # (seed, text)
+    # OPTIMIZE (generate_history(optimize=...)): with deletion vectors carried through the
+    # compaction neither side should lose to the other
+    optimize_histories: int = 0  # histories holding an OPTIMIZE
+    optimize_committed: int = 0
+    optimize_refused: int = 0  # OPTIMIZE refused, whatever won
+    optimize_refused_by_dml: int = 0  # ... by an UPDATE / DELETE / MERGE
+    dml_refused_by_optimize: int = 0  # a DML statement refused, an OPTIMIZE the winner
+    dml_over_optimize: int = 0  # DML that changed rows committed over a concurrent OPTIMIZE (carried onto its output)
+    optimize_over_dml: int = 0  # OPTIMIZE committed over a concurrent DML that changed rows (carried onto the output)
+    optimize_examples: list = field(default_factory=list)  # (seed, text): the refusals above
     seconds: float = 0.0
 
     @property
@@ -547,7 +639,48 @@ class Tally:
                 f"{self.false_refusals} needlessly = {self.statement_ratio:.1%} (rows only: "
                 f"{self.false_refusals_rows_only}), {self.noop_statements} with nothing to do; "
                 f"{self.seconds:.1f} s\n    refusals: "
-                f"{', '.join(f'{k} {n}' for k, n in sorted(self.exceptions.items())) or 'none'}")
+                f"{', '.join(f'{k} {n}' for k, n in sorted(self.exceptions.items())) or 'none'}"
+                + (f"\n    OPTIMIZE in {self.optimize_histories} histories: {self.optimize_committed} committed, "
+                   f"{self.optimize_refused} refused ({self.optimize_refused_by_dml} by a DML winner); "
+                   f"{self.dml_refused_by_optimize} DML statements refused by an OPTIMIZE winner; concurrent and "
+                   f"both committed: DML over OPTIMIZE {self.dml_over_optimize}, OPTIMIZE over DML "
+                   f"{self.optimize_over_dml}" if self.optimize_histories else ""))
+
+
+DML_WINNERS = (UPDATE, DELETE, MERGE)  # commitInfo.operation of the DML statements that change rows
+
+
+def _count_optimize(tally: Tally, seed: int, history: History, out: Outcome, text: str) -> None:
+    """OPTIMIZE against the DML statements of one history: refusals either way, and the
+    concurrent pairs that both committed (a deletion vector carried across the compaction)."""
+    opt = [s.idx for s in history.stmts if s.kind == OPTIMIZE]
+    if not opt:
+        return
+    tally.optimize_histories += 1
+    bad = []
+    for i, (cls, winner) in out.refusals.items():
+        if history.stmts[i].kind == OPTIMIZE:
+            tally.optimize_refused += 1
+            if winner in DML_WINNERS:
+                tally.optimize_refused_by_dml += 1
+                bad.append(f"OPTIMIZE {history.stmts[i].label()} refused by a {winner} winner: {cls}")
+        elif winner == OPTIMIZE:
+            tally.dml_refused_by_optimize += 1
+            bad.append(f"{history.stmts[i].label()} ({history.stmts[i].kind}) refused by the OPTIMIZE winner: {cls}")
+    if bad and len(tally.optimize_examples) < 5:
+        tally.optimize_examples.append((seed, text + "\n  " + "\n  ".join(bad)))
+    for o in opt:
+        if o not in out.versions:
+            continue
+        tally.optimize_committed += 1
+        ov, orv = out.versions[o], out.read_versions[o]
+        for i, v in out.versions.items():
+            if history.stmts[i].kind == OPTIMIZE or not out.results[i][0]:
+                continue  # only statements that deleted or updated rows carry a deletion vector
+            if v > ov and out.read_versions[i] < ov:
+                tally.dml_over_optimize += 1
+            elif orv < v < ov:
+                tally.optimize_over_dml += 1
 
 
 def seeds(count: int, base: int = 19) -> list:
@@ -579,6 +712,7 @@ def check_histories(level: str, mode: str, history_seeds: Iterable[int], workdir
         for why in out.refused.values():
             tally.exceptions[why.split(":", 1)[0]] += 1
         text = f"{history.describe()}\n{out.describe(history)}"
+        _count_optimize(tally, seed, history, out, text)
         if verdict.violations:
             tally.violations.append((seed, text + f"\n  table: {path}\n  VIOLATION: "
                                      + "\n  VIOLATION: ".join(verdict.violations)))

@@ -15,9 +15,16 @@ and judges them:
 With file-level rules about two thirds of the refused histories are false conflicts; with
 row level on at most 1 in 10 may be. ``pytest -s`` prints the counts per level and mode.
 
+Histories with OPTIMIZE (``optimize=...``: the table starts with 2-3 files, and some histories
+hold one OPTIMIZE compacting every live file into one, as executor/jobs/optimize.py does at
+the log level) are judged the same way, the OPTIMIZE a statement that changes no row. With
+deletion vectors carried through the compaction (executor/txn/compaction.py) neither side
+may lose to the other: no OPTIMIZE refused by an UPDATE / DELETE / MERGE winner, no DML
+statement refused by an OPTIMIZE winner, row level or file level.
+
 A failure names the seed; replay one history with
 ``cd tests && python -c "from log.row_model import replay; print(replay(SEED, LEVEL, MODE, '/tmp'))"``
-(add ``reuse=0.4`` for the collision-heavy batch).
+(add ``reuse=0.4`` for the collision-heavy batch, ``optimize=0.3`` for the OPTIMIZE ones).
 """
 
 from __future__ import annotations
@@ -25,12 +32,16 @@ from __future__ import annotations
 import pytest
 
 from . import row_model as M
-from .row_model import MERGE, DELETE, INSERT, SERIALIZABLE, UPDATE, WRITE_SERIALIZABLE, History, Stmt
+from .row_model import (MERGE, DELETE, INSERT, OPTIMIZE, SERIALIZABLE, UPDATE, WRITE_SERIALIZABLE, History,
+                        Stmt)
 
 FAST_HISTORIES = 75  # per level and mode: 300 in all, a few seconds
 SLOW_HISTORIES = 600  # per level and mode, uniform keys: 2,400 ...
 SLOW_COLLIDING = 250  # ... and collision-heavy (reuse 0.4): 1,000 more
 COLLIDING = {"reuse": 0.4}
+OPTIMIZING = {"optimize": 0.3}  # about 3 histories in 10 hold an OPTIMIZE
+FAST_OPTIMIZING = 60  # per level and mode
+SLOW_OPTIMIZING = 400  # per level and mode, uniform keys and collision-heavy each
 MAX_ROW_LEVEL_FALSE = 0.10
 MIN_REFUSED = 5  # fewer refused histories than this and a ratio says nothing
 
@@ -60,6 +71,18 @@ def _assert_no_violations(tally: M.Tally, generator: dict) -> None:
         pytest.fail(f"{len(tally.violations)} of {tally.histories} histories under {tally.level}, "
                     f"isolde.rowLevelConcurrency={tally.mode} are not serialisable (first {min(3, len(tally.violations))}):"
                     f"\n\n{shown}", pytrace=False)
+
+
+def _assert_optimize_never_loses(tally: M.Tally, generator: dict, min_crossings: int = 1) -> None:
+    """Deletion vectors carried through the compaction: OPTIMIZE and DML never refuse each other."""
+    assert tally.optimize_histories, "no history held an OPTIMIZE"
+    if tally.optimize_refused_by_dml or tally.dml_refused_by_optimize:
+        shown = "\n\n".join(f"{text}\n  {_replay_hint(tally, seed, generator)}" for seed, text in tally.optimize_examples[:3])
+        pytest.fail(f"under {tally.level}, isolde.rowLevelConcurrency={tally.mode}: {tally.optimize_refused_by_dml} "
+                    f"OPTIMIZE refused by a DML winner, {tally.dml_refused_by_optimize} DML statements refused by an "
+                    f"OPTIMIZE winner\n{tally.summary()}\n\n{shown}", pytrace=False)
+    # the histories do cross the compaction both ways (else the counts above prove nothing)
+    assert tally.dml_over_optimize >= min_crossings and tally.optimize_over_dml >= min_crossings, tally.summary()
 
 
 def _assert_false_conflicts(row: M.Tally, file: M.Tally) -> None:
@@ -126,6 +149,19 @@ def test_write_serializable_may_reorder_a_blind_insert():
                                           WRITE_SERIALIZABLE)] == [0, 1]
 
 
+def test_optimize_changes_no_row():
+    # OPTIMIZE between an UPDATE's snapshot and its commit: the row identities survive it
+    h = _history([range(3), range(3, 6)], [(UPDATE, 4), (OPTIMIZE, -1)], SAME_SNAPSHOT_01)
+    forced = M.simulate(h)
+    assert forced.log == [0, 1] and forced.noop == [] and forced.results == {0: (1, 1), 1: (0, 0)}
+    assert forced.final == sorted([(i, 0) for i in range(6) if i != 4] + [(4, 1)])
+    for level in M.LEVELS:
+        assert M.serial_order(forced.final, forced.results, h.initial_rows, list(h.stmts), level) == list(h.stmts)
+    # one file without a deletion vector: nothing to compact, nothing committed
+    h = _history([range(6)], [(OPTIMIZE, -1), (INSERT, 9)], SAME_SNAPSHOT_01)
+    assert M.simulate(h).noop == [0]
+
+
 def test_histories_are_reproducible():
     assert M.generate_history(12345) == M.generate_history(12345)
     assert M.generate_history(12345, **COLLIDING) == M.generate_history(12345, **COLLIDING)
@@ -134,6 +170,13 @@ def test_histories_are_reproducible():
     schedules = [M.generate_history(seed).schedule for seed in M.seeds(200)]
     late = [s for s in schedules if any(ev == "start" for ev, _ in s[[ev for ev, _ in s].index("commit"):])]
     assert 20 <= len(late) <= 100, "some statements (not most) start after another committed"
+    # OPTIMIZE only when asked for: the histories of old stay seed for seed
+    assert M.generate_history(12345, optimize=0.0) == M.generate_history(12345)
+    assert M.generate_history(12345, **OPTIMIZING) == M.generate_history(12345, **OPTIMIZING)
+    histories = [M.generate_history(seed, **OPTIMIZING) for seed in M.seeds(200)]
+    assert all(len(h.files) >= 2 for h in histories)
+    counts = [sum(s.kind == OPTIMIZE for s in h.stmts) for h in histories]
+    assert max(counts) == 1 and 40 <= sum(counts) <= 80, "about 3 histories in 10 hold one OPTIMIZE"
 
 
 # --------------------------------------------------------------------------- hand-made histories, real logs
@@ -162,6 +205,31 @@ def test_one_row_updated_twice_is_refused(tmp_path, level, mode):
     assert verdict.violations == [] and verdict.false_conflict is False
 
 
+@pytest.mark.parametrize("optimize_first", [True, False], ids=["optimize-wins", "delete-wins"])
+@pytest.mark.parametrize("mode", M.MODES)
+@pytest.mark.parametrize("level", M.LEVELS)
+def test_optimize_and_concurrent_dml_both_commit(tmp_path, level, mode, optimize_first):
+    h = _history([range(3), range(3, 6)], [(OPTIMIZE, -1), (DELETE, 4), (UPDATE, 1)],
+                 [("start", 0), ("start", 1), ("start", 2)]
+                 + [("commit", i) for i in ((0, 1, 2) if optimize_first else (1, 2, 0))])
+    out = M.run_history(h, level, mode, str(tmp_path / "t"))
+    verdict = M.judge(h, level, out)
+    assert verdict.violations == []
+    if mode == "off" and optimize_first:
+        # file level: the DELETE and the UPDATE, carried onto the one compacted file, now both
+        # change it, and the later loses to the earlier as on any one file (a false conflict the
+        # OPTIMIZE brought in; neither side of the compaction loses)
+        assert out.committed == [0, 1] and out.refusals == {2: ("ConcurrentDeleteReadException", DELETE)}
+        assert out.final == sorted([(i, 0) for i in range(6) if i != 4])
+        assert verdict.false_conflict is True
+        return
+    assert not out.refused and sorted(out.committed) == [0, 1, 2]
+    assert out.final == sorted([(i, 0) for i in range(6) if i not in (1, 4)] + [(1, 4)])
+    # the compaction left one data file plus the UPDATE's new row
+    from isolde.executor.log import DeltaLog
+    assert len(DeltaLog.for_table(str(tmp_path / "t")).update().all_files) == 2
+
+
 @pytest.mark.parametrize("level", M.LEVELS)
 def test_the_model_catches_a_checker_that_lets_everything_through(tmp_path, monkeypatch, level):
     from isolde.executor.txn.conflicts import ConflictChecker
@@ -173,6 +241,28 @@ def test_the_model_catches_a_checker_that_lets_everything_through(tmp_path, monk
     assert tally.refused == 0
     assert len(tally.violations) >= 5
     assert all("VIOLATION: the checker let through a history that is not" in text for _, text in tally.violations)
+
+
+@pytest.mark.parametrize("mode", M.MODES)
+def test_the_model_catches_a_compaction_that_misplaces_rows(tmp_path, monkeypatch, mode):
+    # a layout tag naming the inputs in the wrong order: carried deletion vectors hit other rows
+    real = M.layout_tag
+    monkeypatch.setattr(M, "layout_tag", lambda inputs: real(list(reversed(inputs))))
+    tally = M.check_histories(SERIALIZABLE, mode, M.seeds(40, 22), str(tmp_path), delta_rs=False,
+                              optimize=0.8, reuse=0.4)
+    assert tally.violations, tally.summary()
+
+
+@pytest.mark.parametrize("mode", M.MODES)
+def test_the_model_sees_a_checker_that_does_not_carry(tmp_path, monkeypatch, mode):
+    from isolde.executor.txn import transaction
+
+    monkeypatch.setattr(transaction.OptimisticTransaction, "_carry_through_compaction",
+                        lambda self, winner, actions: (actions, set()))
+    tally = M.check_histories(SERIALIZABLE, mode, M.seeds(40, 22), str(tmp_path), delta_rs=False,
+                              optimize=0.8, reuse=0.4)
+    assert tally.violations == []  # refusing is safe ...
+    assert tally.optimize_refused_by_dml and tally.dml_refused_by_optimize  # ... and counted
 
 
 # --------------------------------------------------------------------------- random histories
@@ -191,20 +281,40 @@ def test_random_histories_row_level_false_conflicts(tmp_path_factory, level):
     _assert_false_conflicts(row, file)
 
 
+@pytest.mark.parametrize("mode", M.MODES)
+@pytest.mark.parametrize("level", M.LEVELS)
+def test_random_histories_with_optimize(tmp_path_factory, level, mode):
+    tally = _tally(tmp_path_factory, level, mode, FAST_OPTIMIZING, 19, **OPTIMIZING)
+    _assert_no_violations(tally, OPTIMIZING)
+    _assert_optimize_never_loses(tally, OPTIMIZING)
+
+
+SLOW_GENERATORS = [{}, COLLIDING, OPTIMIZING, {**COLLIDING, **OPTIMIZING}]
+SLOW_IDS = ["uniform-keys", "colliding-keys", "optimize-uniform-keys", "optimize-colliding-keys"]
+
+
+def _slow_count(generator: dict) -> int:
+    if "optimize" in generator:
+        return SLOW_OPTIMIZING
+    return SLOW_COLLIDING if generator else SLOW_HISTORIES
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("generator", [{}, COLLIDING], ids=["uniform-keys", "colliding-keys"])
+@pytest.mark.parametrize("generator", SLOW_GENERATORS, ids=SLOW_IDS)
 @pytest.mark.parametrize("mode", M.MODES)
 @pytest.mark.parametrize("level", M.LEVELS)
 def test_thousands_of_histories_are_serialisable(tmp_path_factory, level, mode, generator):
-    count = SLOW_COLLIDING if generator else SLOW_HISTORIES
-    _assert_no_violations(_tally(tmp_path_factory, level, mode, count, 20, **generator), generator)
+    tally = _tally(tmp_path_factory, level, mode, _slow_count(generator), 20, **generator)
+    _assert_no_violations(tally, generator)
+    if "optimize" in generator:
+        _assert_optimize_never_loses(tally, generator, min_crossings=10)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("generator", [{}, COLLIDING], ids=["uniform-keys", "colliding-keys"])
+@pytest.mark.parametrize("generator", SLOW_GENERATORS, ids=SLOW_IDS)
 @pytest.mark.parametrize("level", M.LEVELS)
 def test_thousands_of_histories_row_level_false_conflicts(tmp_path_factory, level, generator):
-    count = SLOW_COLLIDING if generator else SLOW_HISTORIES
+    count = _slow_count(generator)
     row = _tally(tmp_path_factory, level, "auto", count, 20, **generator)
     file = _tally(tmp_path_factory, level, "off", count, 20, **generator)
     _assert_false_conflicts(row, file)

@@ -342,3 +342,40 @@ def test_a_read_follows_its_rows_into_the_compacted_file(session, level, delta_r
     with pytest.raises(E.ConcurrentDeleteReadException):
         w.commit()
     assert _rows(s) == [(0, "a"), (2, "a")] == sorted(delta_rows(table_path(s, "t"), ["id", "d"]))
+
+
+@pytest.mark.parametrize("value", ["plain", "é-ünïcode", "50%_off", "Z upper"])
+def test_the_output_rows_are_in_the_order_its_tag_records(session, table_path, value):
+    """The carry-over relies on it: input by input as the tag lists them, by position."""
+    import pyarrow.parquet as pq
+
+    from isolde.executor.log import DeltaLog
+    from isolde.executor.txn.compaction import LAYOUT_TAG
+
+    s = session
+    s.execute("CREATE TABLE t (id INT, d STRING) PARTITIONED BY (d)")
+    for i in range(5):
+        s.execute(f"INSERT INTO t VALUES ({i * 10}, '{value}'), ({i * 10 + 1}, '{value}'), ({i * 10 + 2}, '{value}')")
+    s.execute("DELETE FROM t WHERE id IN (1, 22)")
+    path = table_path(s, "t")
+    before = {f.path: f for f in DeltaLog.for_table(path).update().all_files}
+    expected = []
+    s.execute("OPTIMIZE t")
+    (out,) = DeltaLog.for_table(path).update().all_files
+    for entry in json.loads(out.tags[LAYOUT_TAG]):
+        f = before[entry["path"]]
+        ids = pq.read_table(_local(path, f.path)).column("id")
+        deleted = set()
+        if f.deletion_vector is not None:
+            from isolde.executor.log.deletion_vectors import read_deleted_rows
+
+            deleted = read_deleted_rows(path, f.deletion_vector)
+        expected += [x for pos, x in enumerate(ids.to_pylist()) if pos not in deleted]
+    got = pq.read_table(_local(path, out.path)).column("id").to_pylist()
+    assert got == expected and sorted(got) == [i * 10 + j for i in range(5) for j in range(3) if i * 10 + j not in (1, 22)]
+
+
+def _local(table: str, log_path: str) -> str:
+    from isolde.executor.properties import local_path
+
+    return local_path(table, log_path)
