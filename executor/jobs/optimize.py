@@ -11,12 +11,14 @@ applied) become one new file; the commit removes the inputs and adds the outputs
 dataChange=false.
 
 Conflicts (DESIGN.md section 4): the transaction reads exactly its input files and is checked
-with snapshot isolation, so concurrent INSERTs never conflict with it in either order; a
-concurrent UPDATE/DELETE/MERGE that changed an input file wins and the compaction fails with
-ConcurrentDeleteReadException (or ConcurrentDeleteDeleteException against another compaction
-of the same files); a write that loses to it and removes one of its inputs gets
-ConcurrentDeleteDeleteException. Carrying a concurrent deletion vector over to the compacted
-file, Z-ordering and clustering are not implemented yet.
+with snapshot isolation, so concurrent INSERTs never conflict with it in either order. Each
+output is written input by input, each input's rows by position, and its AddFile records that
+layout (``tags["isolde.compactedFrom"]``); on a deletion-vector table a concurrent
+UPDATE/DELETE/MERGE on an input is carried across the rewrite in either commit order
+(executor/txn/compaction.py). Without deletion vectors Delta's conflicts stand: the
+compaction losing to such a write gets ConcurrentDeleteReadException, a write losing to it
+ConcurrentDeleteDeleteException; two compactions of one file always conflict.
+Z-ordering and clustering are not implemented yet.
 """
 
 from __future__ import annotations
