@@ -13,7 +13,6 @@ Races for ~20 s by default; ISOLDE_STRESS_SECONDS lengthens it.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -28,6 +27,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from dml_workload import SCHEMA, Stmt, initial  # noqa: E402
 from oracle_helpers import read_delta_rows  # noqa: E402
 from test_dml_helpers import Runner, make_table  # noqa: E402
+from worker_output import commit_infos, report_lines, wait_for  # noqa: E402
 
 from isolde.errors import CONFLICT_EXCEPTIONS  # noqa: E402
 
@@ -38,52 +38,20 @@ WORKER = os.path.join(os.path.dirname(__file__), "dml_worker.py")
 CONFLICT_NAMES = {cls.__name__ for cls in CONFLICT_EXCEPTIONS}
 
 
-def _lines(path: str) -> list[str]:
-    try:
-        with open(path) as f:
-            text = f.read()
-    except FileNotFoundError:
-        return []
-    return text.split("\n")[:-1]  # a torn last line (no newline yet) is not read
-
-
-def _wait(predicate, timeout: float, what: str) -> None:
-    deadline = time.time() + timeout
-    while not predicate():
-        if time.time() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.02)
-
-
 def _kill_mid_statement(proc, out: str, rng: random.Random, after: int) -> bool:
     """SIGKILL the worker's process group (Python and its JVM) a random moment after it
     starts a statement, once it has finished ``after``; True if the kill landed before that
     statement reported an outcome."""
     def started_next():
-        lines = _lines(out)
+        lines = report_lines(out)
         done = sum(1 for line in lines if line.split(" ", 1)[0] in ("ok", "conflict"))
         return done >= after and lines[-1].startswith("start ")
 
-    _wait(started_next, 180, f"worker {out} to start statement {after + 1}")
+    wait_for(started_next, 180, f"worker {out} to start statement {after + 1}")
     time.sleep(rng.uniform(0.05, 1.5))
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(30)
-    return _lines(out)[-1].startswith("start ")
-
-
-def _commits(path: str, first: int) -> list[tuple[int, str | None]]:
-    """(version, userMetadata) of every commit from ``first`` on, read from the raw JSON."""
-    log_dir = os.path.join(path, "_delta_log")
-    versions = sorted(int(n[:20]) for n in os.listdir(log_dir) if n.endswith(".json") and n[:20].isdigit())
-    out = []
-    for v in versions:
-        if v < first:
-            continue
-        with open(os.path.join(log_dir, f"{v:020d}.json")) as f:
-            actions = [json.loads(line) for line in f if line.strip()]  # every line parses: a whole commit
-        info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
-        out.append((v, info.get("userMetadata")))
-    return out
+    return report_lines(out)[-1].startswith("start ")
 
 
 @pytest.mark.parametrize("deletion_vectors", [False, True], ids=["copy-on-write", "deletion-vectors"])
@@ -108,14 +76,14 @@ def test_processes_race_and_killed_workers_leave_a_serial_table(tmp_path, deleti
     rng = random.Random(5 if deletion_vectors else 4)
     killed = {}
     try:
-        _wait(lambda: all("ready" in _lines(o) for o in outs), 240, "the workers' Spark sessions")
+        wait_for(lambda: all("ready" in report_lines(o) for o in outs), 240, "the workers' Spark sessions")
         started = time.time()
         killed[0] = _kill_mid_statement(procs[0], outs[0], rng, after=3)
         time.sleep(max(0.0, started + seconds / 2 - time.time()))
-        killed[1] = _kill_mid_statement(procs[1], outs[1], rng, after=len(_lines(outs[1])) // 2 + 1)
-        after_kills = len(_lines(outs[2]))
+        killed[1] = _kill_mid_statement(procs[1], outs[1], rng, after=len(report_lines(outs[1])) // 2 + 1)
+        after_kills = len(report_lines(outs[2]))
         time.sleep(max(0.0, started + seconds - time.time()))
-        _wait(lambda: len(_lines(outs[2])) > after_kills + 2, 120, "the surviving worker to go on")
+        wait_for(lambda: len(report_lines(outs[2])) > after_kills + 2, 120, "the surviving worker to go on")
         open(stop, "w").close()
         assert procs[2].wait(180) == 0, open(str(tmp_path / "worker2.err")).read()[-3000:]
     finally:
@@ -130,7 +98,7 @@ def test_processes_race_and_killed_workers_leave_a_serial_table(tmp_path, deleti
     started_tags: dict[int, list[str]] = {}
     for n, out in enumerate(outs):
         rng_n = random.Random(1000 + n)
-        for line in _lines(out):
+        for line in report_lines(out):
             kind, _, rest = line.partition(" ")
             assert kind != "error", f"worker {n} failed: {line}"
             if kind == "start":
@@ -147,7 +115,7 @@ def test_processes_race_and_killed_workers_leave_a_serial_table(tmp_path, deleti
                 tag, version = rest.split(" ")
                 reported[tag] = f"ok {version}"
 
-    commits = _commits(path, base + 1)
+    commits = [(c["version"], c.get("userMetadata")) for c in commit_infos(path, base + 1)]
     latest = r.log("t").update().version
     assert [v for v, _ in commits] == list(range(base + 1, latest + 1))  # contiguous, nothing torn
     tags = [tag for _, tag in commits]

@@ -5,7 +5,6 @@ table equals the serial replay of the committed statements in log order. ISOLDE_
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -81,36 +80,10 @@ def test_counters_and_upserts_equal_the_serial_replay(session, level, delta_rows
     print(f"\n{level}: {counts}")
 
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from worker_output import commit_infos, report_lines, wait_for  # noqa: E402
+
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "row_level_worker.py")
-
-
-def _lines(path: str) -> list[str]:
-    try:
-        with open(path) as f:
-            return f.read().split("\n")[:-1]  # a torn last line is not read
-    except FileNotFoundError:
-        return []
-
-
-def _wait(predicate, timeout: float, what: str) -> None:
-    deadline = time.time() + timeout
-    while not predicate():
-        if time.time() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.05)
-
-
-def _commits(path: str, first: int) -> list[dict]:
-    """commitInfo of every commit from ``first`` on, from the raw JSON (each line must parse)."""
-    log_dir = os.path.join(path, "_delta_log")
-    versions = sorted(int(n[:20]) for n in os.listdir(log_dir) if n.endswith(".json") and n[:20].isdigit())
-    out = []
-    for v in versions:
-        if v >= first:
-            with open(os.path.join(log_dir, f"{v:020d}.json")) as f:
-                actions = [json.loads(line) for line in f if line.strip()]
-            out.append(dict(next(a["commitInfo"] for a in actions if "commitInfo" in a), version=v))
-    return out
 
 
 def test_processes_increment_counters_and_upsert_without_losing_one(session, tmp_path, delta_rows, table_path):
@@ -133,7 +106,7 @@ def test_processes_increment_counters_and_upsert_without_losing_one(session, tmp
                               stderr=open(str(tmp_path / f"worker{n}.err"), "w"))
              for n in range(3)]
     try:
-        _wait(lambda: all("ready" in _lines(o) for o in outs), 240, "the workers' Spark sessions")
+        wait_for(lambda: all("ready" in report_lines(o) for o in outs), 240, "the workers' Spark sessions")
         time.sleep(seconds)
         open(stop, "w").close()
         for n, proc in enumerate(procs):
@@ -148,7 +121,7 @@ def test_processes_increment_counters_and_upsert_without_losing_one(session, tmp
     outcome: dict[str, str] = {}
     names = {cls.__name__ for cls in CONFLICT_EXCEPTIONS}
     for out in outs:
-        for line in _lines(out)[1:]:
+        for line in report_lines(out)[1:]:
             kind, tag, rest = line.split(" ", 2)
             assert kind != "error", line
             if kind == "start":
@@ -159,7 +132,7 @@ def test_processes_increment_counters_and_upsert_without_losing_one(session, tmp
                 outcome[tag] = f"ok {rest}" if kind == "ok" else "conflict"
     assert set(outcome) == set(started)  # every statement committed or raised a named conflict
 
-    commits = _commits(path, base + 1)
+    commits = commit_infos(path, base + 1)
     latest = s.execute("DESCRIBE HISTORY c").first().version
     assert [c["version"] for c in commits] == list(range(base + 1, latest + 1))
     tags = [c.get("userMetadata") for c in commits]
