@@ -142,7 +142,10 @@ def _arrow_df(spark, table: pa.Table) -> DataFrame:
 
 
 def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequence] = None, *,
-         with_row_ids: bool = False, with_file_keys: bool = False) -> DataFrame:
+         with_row_ids: bool = False, with_file_keys: bool = False, hidden: Sequence[str] = ()) -> DataFrame:
+    """The live rows of ``files`` (default: all) with the table's logical columns; with
+    ``with_file_keys`` also each row's file key and position. ``hidden``: physical BIGINT
+    columns outside the schema (materialised row ids) read too, null where a file lacks them."""
     spark = _spark(ctx)
     metadata = snapshot.metadata
     table_path = table_path or snapshot.table_path
@@ -151,6 +154,7 @@ def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequen
     parts = S.partition_columns(metadata)
     part_lower = {p.lower() for p in parts}
     data_struct = T.StructType([f for f in struct.fields if f.name.lower() not in part_lower])
+    hidden_fields = [T.StructField(h, T.LongType(), True) for h in hidden]
     files = list(snapshot.all_files) if files is None else list(files)
     if not files:
         return _empty(spark, struct, with_row_ids)
@@ -163,13 +167,14 @@ def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequen
     if mode != "none":
         # files hold physical names: read them, then rename / cast back to the logical schema
         phys = S.physical_struct(data_struct)
-        df = _read_mapped(spark, phys, list(map(_exact, local)), by_id=mode == "id")
+        df = _read_mapped(spark, T.StructType(phys.fields + hidden_fields), list(map(_exact, local)),
+                          by_id=mode == "id")
         df = df.select(*[F.col(f"`{p.name}`").cast(f.dataType).alias(f.name) if p.dataType != f.dataType
                          else F.col(f"`{p.name}`").alias(f.name)
                          for p, f in zip(phys.fields, data_struct.fields)],
-                       F.col("_metadata"))
+                       *[F.col(_quote(h)) for h in hidden], F.col("_metadata"))
     else:
-        df = spark.read.schema(data_struct).parquet(*map(_exact, local))
+        df = spark.read.schema(T.StructType(data_struct.fields + hidden_fields)).parquet(*map(_exact, local))
     if not need_keys:
         return df.selectExpr(*[_quote(f.name) for f in struct.fields])
     if not with_row_ids and not with_file_keys and not has_dv and _one_partition(files):
@@ -213,6 +218,7 @@ def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequen
             out.append(f"{_partition_sql(_quote('__p_' + source), f.dataType)} AS {_quote(f.name)}")
         else:
             out.append(_quote(f.name))
+    out += [_quote(h) for h in hidden]
     if with_row_ids:
         out += [FILE_COL, ROW_COL]
     elif with_file_keys:
@@ -226,6 +232,12 @@ def file_keys(ctx, table_path: str, files: Sequence) -> list[str]:
     file by file in the order these strings sort in Python (both compare code points)."""
     encode = _KeyEncoder(_spark(ctx))
     return [encode(file_local_path(table_path, a.path)) for a in files]
+
+
+def file_value(keys: Sequence[str], values: list):
+    """Each row's value for its file in a ``scan(..., with_file_keys=True)``, given every file's
+    key (``file_keys``) and value (ints or strings)."""
+    return _map_lookup(list(keys), list(values))
 
 
 def _map_lookup(keys: list, values: list):

@@ -338,8 +338,9 @@ def _rel_to_add_path(rel: str) -> str:
     return quote(rel, safe="/=")
 
 
-def _physical_frame(df: DataFrame, metadata, parts: list) -> tuple[DataFrame, list]:
-    """``df`` with the column names / types the data files hold, and the partition columns' names."""
+def _physical_frame(df: DataFrame, metadata, parts: list, hidden: Sequence[str] = ()) -> tuple[DataFrame, list]:
+    """``df`` with the column names / types the data files hold, and the partition columns' names
+    (``hidden`` columns, already physical -- materialised row ids --, pass through)."""
     if S.column_mapping_mode(metadata) != "none":
         # data files hold physical names (nested too) and the column ids as Parquet field ids
         struct = S.metadata_schema(metadata)
@@ -351,7 +352,7 @@ def _physical_frame(df: DataFrame, metadata, parts: list) -> tuple[DataFrame, li
             if p.dataType != f.dataType:
                 src = src.cast(p.dataType)
             cols.append(src.alias(p.name, metadata=p.metadata) if p.metadata else src.alias(p.name))
-        df = df.select(*cols)
+        df = df.select(*cols, *[F.col(_q(h)) for h in hidden])
         mapping = S.logical_to_physical(metadata)
         parts = [mapping.get(p, p) for p in parts]
     return _utc_timestamp_partitions(df, parts), parts
@@ -375,7 +376,7 @@ def _utc_timestamp_partitions(df: DataFrame, parts: list) -> DataFrame:
 
 
 def _adopt_files(staging: str, table_path: str, parts: list, result: "WrittenFiles", data_change: bool,
-                 rel_dir_of=None, pvalues_of=None, group_of=None) -> None:
+                 rel_dir_of=None, pvalues_of=None, group_of=None, hidden: frozenset = frozenset()) -> None:
     """Move the Parquet files Spark wrote under ``staging`` into the table; one AddFile each.
 
     By default the Hive-style folders under ``staging`` give the partition values; a group
@@ -408,7 +409,7 @@ def _adopt_files(staging: str, table_path: str, parts: list, result: "WrittenFil
                         pvalues[key] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
                 pvalues = {p: pvalues.get(p, pvalues.get(next((k for k in pvalues if k.lower() == p.lower()), p)))
                            for p in parts}
-            num, stats = file_stats(src) if file_stats is not None else (None, None)
+            num, stats = file_stats(src, hidden) if file_stats is not None else (None, None)
             if num == 0:
                 continue
             _adopt_one(src, table_path, rel_dir, name, pvalues, num, stats, result, data_change)
@@ -513,7 +514,7 @@ MAX_GROUP_JOBS = 64
 
 
 def write_partition_groups(ctx, groups: Sequence[tuple], table_path: str, metadata, *,
-                           data_change: bool = True) -> WrittenFiles:
+                           data_change: bool = True, hidden: Sequence[str] = ()) -> WrittenFiles:
     """Write rows already known to belong to one partition per group, without a partitionBy sort.
 
     ``groups``: (partitionValues as in the log, keyed by physical column name; DataFrame -- or
@@ -543,7 +544,7 @@ def write_partition_groups(ctx, groups: Sequence[tuple], table_path: str, metada
             return
         try:
             # built here, in the worker thread: planning the groups overlaps too
-            df, parts = _physical_frame(df() if callable(df) else df, metadata, S.partition_columns(metadata))
+            df, parts = _physical_frame(df() if callable(df) else df, metadata, S.partition_columns(metadata), hidden)
             lower = {p.lower() for p in parts}
             data = df.select(*[F.col(_q(c)) for c in df.columns if c.lower() not in lower])
             data.write.mode("errorifexists").format("parquet").option("compression", "snappy") \
@@ -572,7 +573,7 @@ def write_partition_groups(ctx, groups: Sequence[tuple], table_path: str, metada
         _adopt_files(staging, table_path, [], result, data_change,
                      rel_dir_of=lambda d: by_sub[d.split(os.sep)[0]][0],
                      pvalues_of=lambda d: by_sub[d.split(os.sep)[0]][1],
-                     group_of=lambda d: int(d.split(os.sep)[0][1:]))
+                     group_of=lambda d: int(d.split(os.sep)[0][1:]), hidden=frozenset(hidden))
     return result
 
 

@@ -8,8 +8,8 @@ New tables:
 * protocol: the lowest one the schema + properties need (schema.protocol_for): 1/2 plain,
   3/7 with deletionVectors, writer 6 (or the feature) for identity columns, ...
 * CLUSTER BY: features ``clustering`` + ``domainMetadata`` and the ``delta.clustering``
-  domain ``{"clusteringColumns": [["col"], ...]}`` (as Delta writes it). isolde does not
-  re-cluster on write; OPTIMIZE uses the columns.
+  domain ``{"clusteringColumns": [["col"], ...]}`` (as Delta writes it), and row tracking on
+  unless TBLPROPERTIES say otherwise. isolde does not re-cluster on write; OPTIMIZE clusters.
 * LOCATION: an external table (the name points at the path); an existing Delta table at the
   location is registered as-is when no schema is given.
 * CREATE OR REPLACE / REPLACE on an existing table commits a new version on the same log
@@ -193,6 +193,10 @@ def run_create_table(ctx, stmt: ast.CreateTable):
         if S.is_generated(f):
             _check_generation_expression(f, names, handle.name)
 
+    if cluster_cols and not any(k.lower() == "delta.enablerowtracking" for k in config):
+        # as Databricks creates clustered tables: row tracking on, so a concurrent deletion vector
+        # follows rows through OPTIMIZE's re-clustering instead of failing one side
+        config["delta.enableRowTracking"] = "true"
     mode = str(config.get("delta.columnMapping.mode", "none")).lower()
     if mode == "id":
         raise AnalysisError("isolde supports column mapping in 'name' mode only.",

@@ -27,6 +27,7 @@ import dataclasses
 import json
 import re
 import time
+import warnings
 
 import sqlglot.expressions as exp
 
@@ -36,11 +37,20 @@ from isolde.executor import schema as S
 from isolde.executor.jobs import executes
 from isolde.executor.log.actions import now_ms
 from isolde.executor.results import CommitResult, PreparedWrite
+from isolde.executor.jobs.clustered_rewrite import HILBERT, ZORDER
+from isolde.executor.txn import row_tracking
 from isolde.executor.txn.compaction import LAYOUT_TAG, layout_tag
 from isolde.executor.txn.predicates import Predicate
+from isolde.executor.txn.row_id_layout import STABLE_IDS_TAG
+from isolde.executor.txn.row_level import TableFiles
 from isolde.grammar import ast
 
 DEFAULT_TARGET_BYTES = 1 << 30
+#: tags on the outputs: the columns a file was Z-ordered / clustered by
+ZORDER_TAG = "isolde.zOrderBy"
+CLUSTERED_BY_TAG = "isolde.clusteredBy"
+#: AddFile.clusteringProvider of liquid-clustered files (as Delta writes it)
+CLUSTERING_PROVIDER = "liquid"
 MAX_FILE_SIZE_CONF = "spark.databricks.delta.optimize.maxFileSize"
 #: a file whose deletion vector hides more than this share of its rows is rewritten by OPTIMIZE
 MAX_DELETED_ROWS_RATIO = 0.05
@@ -151,71 +161,93 @@ def _tagged(add, inputs, files):
     return dataclasses.replace(add, tags={**(add.tags or {}), LAYOUT_TAG: layout_tag(inputs)})
 
 
-def _compact(ctx, stmt, *, purge: bool):
-    from pyspark.sql import functions as F
-
-    from isolde.executor.scan import FILE_KEY_COL, ROW_COL, file_keys, scan
-    from isolde.executor.txn.row_level import TableFiles
-    from isolde.executor.writer import write_partition_groups
-
-    verb = "REORG TABLE" if purge else "OPTIMIZE"
+def _start(ctx, stmt, verb: str):
+    """(handle, transaction, snapshot) of the table a maintenance statement rewrites."""
     handle = P.resolve(ctx, stmt.table)
     if stmt.table.version is not None or stmt.table.timestamp is not None:
         raise AnalysisError(f"{verb} cannot rewrite an old version (VERSION/TIMESTAMP AS OF).",
                             error_class="DELTA_UNSUPPORTED_TIME_TRAVEL_MULTIPLE_FORMATS", sqlstate="42613")
     txn = ctx.start_transaction(handle.log)
-    snap = txn.snapshot
-    metadata = snap.metadata
-    if not purge and P.clustering_columns(snap):
-        raise UnsupportedFeatureError(
-            f"OPTIMIZE of a clustered table ({handle.name} is CLUSTER BY "
-            f"{', '.join(P.clustering_columns(snap))}) is not supported yet: clustering is not implemented. "
-            "ALTER TABLE ... CLUSTER BY NONE makes it an ordinary table OPTIMIZE can bin-pack.",
-            error_class="UNSUPPORTED_FEATURE", sqlstate="0A000")
-    where_sql = partition_filter_sql(stmt, metadata, verb)
-    target = target_file_size(ctx, metadata)
-    considered = list(snap.all_files)
+    return handle, txn, txn.snapshot
+
+
+def _considered(snap, where_sql) -> list:
+    files = list(snap.all_files)
     if where_sql:
-        considered = Predicate(None, snap.schema, snap.partition_columns, partition_sql=where_sql).filter(considered)
-    bins = plan_bins(considered, target, purge=purge)
-    if bins:
-        keys = dict(zip((f.path for b in bins for f in b), file_keys(ctx, handle.path, [f for b in bins for f in b])))
-        bins = [sorted(b, key=lambda f: keys[f.path]) for b in bins]
+        files = Predicate(None, snap.schema, snap.partition_columns, partition_sql=where_sql).filter(files)
+    return files
+
+
+def _bin_pack_groups(ctx, handle, snap, bins, hidden):
+    """One group per bin: its rows input by input and by position (the layout the tag records,
+    which carries concurrent deletion vectors across the rewrite). Inputs go in the order of
+    the paths Spark sees (it compares strings as UTF-8 bytes, Python as code points: the same
+    order), so the sort needs no per-row lookup."""
+    from pyspark.sql import functions as F
+
+    from isolde.executor.jobs.clustered_rewrite import with_stable_row_ids
+    from isolde.executor.scan import FILE_KEY_COL, ROW_COL, file_keys, scan
+
+    columns = [f.name for f in S.metadata_schema(snap.metadata).fields] + list(hidden)
+    keys = dict(zip((f.path for b in bins for f in b), file_keys(ctx, handle.path, [f for b in bins for f in b])))
+    bins = [sorted(b, key=lambda f: keys[f.path]) for b in bins]
+
+    def rows_of(files):
+        def build():
+            df = scan(ctx, snap, handle.path, files=files, with_file_keys=True, hidden=hidden)
+            if hidden:
+                df = with_stable_row_ids(df, files, [keys[f.path] for f in files], hidden)
+            return df.coalesce(1).sortWithinPartitions(F.col(FILE_KEY_COL), F.col(ROW_COL)).select(
+                *[F.col(f"`{c}`") for c in columns])
+        return build
+
+    return bins, [(dict(b[0].partition_values or {}), rows_of(b)) for b in bins]
+
+
+def _curve_groups(ctx, handle, snap, groups, columns, target, hidden, curve):
+    """One group per list of input files: their rows in curve order (clustered_rewrite.py)."""
+    from isolde.executor.jobs.clustered_rewrite import curve_ordered, num_output_files, with_stable_row_ids
+    from isolde.executor.scan import file_keys, scan
+
+    out_columns = [f.name for f in S.metadata_schema(snap.metadata).fields] + list(hidden)
+    files_obj = TableFiles(handle.path, snap.metadata)
+
+    def rows_of(files):
+        def build():
+            df = scan(ctx, snap, handle.path, files=files, with_file_keys=bool(hidden), hidden=hidden)
+            if hidden:
+                df = with_stable_row_ids(df, files, file_keys(ctx, handle.path, files), hidden)
+            live = sum(len(files_obj.live_rows(f)) for f in files)
+            return curve_ordered(df, columns, out_columns, curve=curve, num_files=num_output_files(files, target),
+                                 live_rows=live)
+        return build
+
+    return [(dict(g[0].partition_values or {}), rows_of(g)) for g in groups]
+
+
+def _rewrite(ctx, handle, txn, snap, *, where_sql, bins, groups, tag, operation, params, hidden, add_fields=None):
+    """Write the groups, tag the outputs, and return the PreparedWrite that commits
+    inputs-removed / outputs-added, all dataChange=false."""
+    from isolde.executor.writer import write_partition_groups
+
     inputs = [f for b in bins for f in b]
     txn.record_read(None, where_sql, files=inputs)  # exactly the files it rewrites
     started = time.perf_counter()
     written = None
-    files = TableFiles(handle.path, metadata)
-    if bins:
-        columns = [f.name for f in S.metadata_schema(metadata).fields]
-
-        def rows_of(files):
-            # one file per bin, its rows input by input and by position: the layout the tag
-            # records, which carries concurrent deletion vectors across the rewrite. Inputs go
-            # in the order of the paths Spark sees (it compares strings as UTF-8 bytes, Python
-            # as code points: the same order), so the sort needs no per-row lookup
-            def build():
-                df = scan(ctx, snap, handle.path, files=files, with_file_keys=True)
-                return df.coalesce(1).sortWithinPartitions(F.col(FILE_KEY_COL), F.col(ROW_COL)).select(*columns)
-            return build
-
-        groups = [(dict(b[0].partition_values or {}), rows_of(b)) for b in bins]
-        written = write_partition_groups(ctx, groups, handle.path, metadata, data_change=False)
-        written.adds = [_tagged(add, bins[g], files) for add, g in zip(written.adds, written.groups)]
+    if groups:
+        written = write_partition_groups(ctx, groups, handle.path, snap.metadata, data_change=False, hidden=hidden)
+        written.adds = [tag(add, bins[g]) for add, g in zip(written.adds, written.groups)]
+        if add_fields:
+            written.adds = [dataclasses.replace(a, **add_fields) for a in written.adds]
+    if hidden:
+        txn.row_ids_preserved = all(f.base_row_id is not None for f in inputs)
     ts = now_ms()
     actions = [f.remove(deletion_timestamp=ts, data_change=False) for f in inputs]
     actions += list(written.adds) if written is not None else []
     metrics = operation_metrics(inputs, written.adds if written is not None else [])
-    if purge:
-        operation = "REORG"
-        params = {"predicate": json.dumps([where_sql] if where_sql else []), "applyPurge": "true"}
-    else:
-        operation = "OPTIMIZE"
-        params = {"predicate": json.dumps([where_sql] if where_sql else []), "auto": "false", "clusterBy": "[]",
-                  "zOrderBy": "[]"}
 
     def commit() -> CommitResult:
-        if not actions:  # nothing to compact: nothing committed, the version stays
+        if not actions:  # nothing to rewrite: nothing committed, the version stays
             return CommitResult(version=snap.version, operation=operation, metrics=dict(metrics), table=handle.name,
                                 elapsed_s=time.perf_counter() - started)
         version = P.txn_commit(txn, actions, operation, params, metrics)
@@ -227,16 +259,148 @@ def _compact(ctx, stmt, *, purge: bool):
                          metrics=dict(metrics))
 
 
+def _compact(ctx, stmt, handle, txn, snap, *, purge: bool):
+    verb = "REORG TABLE" if purge else "OPTIMIZE"
+    where_sql = partition_filter_sql(stmt, snap.metadata, verb)
+    target = target_file_size(ctx, snap.metadata)
+    bins = plan_bins(_considered(snap, where_sql), target, purge=purge)
+    hidden = row_tracking.materialized_columns(snap.metadata) or ()
+    groups = []
+    if bins:
+        bins, groups = _bin_pack_groups(ctx, handle, snap, bins, hidden)
+    files = TableFiles(handle.path, snap.metadata)
+    if purge:
+        operation = "REORG"
+        params = {"predicate": json.dumps([where_sql] if where_sql else []), "applyPurge": "true"}
+    else:
+        operation = "OPTIMIZE"
+        params = {"predicate": json.dumps([where_sql] if where_sql else []), "auto": "false", "clusterBy": "[]",
+                  "zOrderBy": "[]"}
+    return _rewrite(ctx, handle, txn, snap, where_sql=where_sql, bins=bins, groups=groups,
+                    tag=lambda add, inputs: _tagged(add, inputs, files), operation=operation, params=params,
+                    hidden=hidden)
+
+
+def _stable_ids_tag(hidden):
+    return {STABLE_IDS_TAG: "true"} if hidden else {}
+
+
+def _zorder(ctx, stmt, handle, txn, snap):
+    if P.clustering_columns(snap):
+        raise AnalysisError(
+            f"OPTIMIZE ... ZORDER BY cannot be used on {handle.name}: it is clustered (CLUSTER BY "
+            f"{', '.join(P.clustering_columns(snap))}); OPTIMIZE {handle.name} clusters it.",
+            error_class="DELTA_CLUSTERING_WITH_ZORDER_BY", sqlstate="42613")
+    columns = layout_columns(snap.metadata, stmt.zorder_by, "ZORDER BY")
+    where_sql = partition_filter_sql(stmt, snap.metadata, "OPTIMIZE")
+    target = target_file_size(ctx, snap.metadata)
+    marker = json.dumps(columns)
+    by_partition: dict = {}
+    for f in _considered(snap, where_sql):
+        by_partition.setdefault(json.dumps(sorted((f.partition_values or {}).items())), []).append(f)
+    # a partition already Z-ordered by these columns, with nothing added or deleted since, is left alone
+    bins = [sorted(fs, key=lambda f: f.path) for _, fs in sorted(by_partition.items())
+            if not all((f.tags or {}).get(ZORDER_TAG) == marker and f.deletion_vector is None for f in fs)]
+    hidden = row_tracking.materialized_columns(snap.metadata) or ()
+    groups = _curve_groups(ctx, handle, snap, bins, columns, target, hidden, ZORDER) if bins else []
+    params = {"predicate": json.dumps([where_sql] if where_sql else []), "auto": "false", "clusterBy": "[]",
+              "zOrderBy": marker}
+    return _rewrite(ctx, handle, txn, snap, where_sql=where_sql, bins=bins, groups=groups,
+                    tag=lambda add, _: dataclasses.replace(
+                        add, tags={**(add.tags or {}), ZORDER_TAG: marker, **_stable_ids_tag(hidden)}),
+                    operation="OPTIMIZE", params=params, hidden=hidden)
+
+
+def _cluster(ctx, stmt, handle, txn, snap, columns: list[str]):
+    if stmt.where is not None:
+        raise AnalysisError(f"OPTIMIZE ... WHERE is not supported on a clustered table ({handle.name}): "
+                            "clustering picks the files itself.",
+                            error_class="DELTA_CLUSTERING_WITH_PARTITION_PREDICATE", sqlstate="0A000")
+    columns = layout_columns(snap.metadata, columns, "CLUSTER BY")
+    target = target_file_size(ctx, snap.metadata)
+    marker = json.dumps(columns)
+    files = sorted(snap.all_files, key=lambda f: f.path)
+    if not stmt.full:  # incremental: only what is not clustered by these columns yet
+        files = [f for f in files if f.clustering_provider != CLUSTERING_PROVIDER
+                 or (f.tags or {}).get(CLUSTERED_BY_TAG) != marker or _deleted_ratio(f) > MAX_DELETED_ROWS_RATIO]
+    bins = [files] if files else []
+    hidden = row_tracking.materialized_columns(snap.metadata) or ()
+    groups = _curve_groups(ctx, handle, snap, bins, columns, target, hidden, HILBERT) if bins else []
+    params = {"predicate": "[]", "auto": "false", "clusterBy": marker, "zOrderBy": "[]",
+              "isFull": "true" if stmt.full else "false"}
+    return _rewrite(ctx, handle, txn, snap, where_sql=None, bins=bins, groups=groups,
+                    tag=lambda add, _: dataclasses.replace(
+                        add, tags={**(add.tags or {}), CLUSTERED_BY_TAG: marker, **_stable_ids_tag(hidden)}),
+                    operation="OPTIMIZE", params=params, hidden=hidden,
+                    add_fields={"clustering_provider": CLUSTERING_PROVIDER})
+
+
+def layout_columns(metadata, names, clause: str) -> list[str]:
+    """The columns of a ZORDER BY / CLUSTER BY as the schema spells them, after checking that
+    each exists, is not a partition column, can be ordered, and has stats (else a warning)."""
+    fields = {f.name.lower(): f for f in S.metadata_schema(metadata).fields}
+    parts = {p.lower() for p in S.partition_columns(metadata)}
+    indexed = stats_columns(metadata)
+    out = []
+    for name in names:
+        name = name if isinstance(name, str) else ".".join(name)
+        field = fields.get(name.lower())
+        if field is None:
+            raise AnalysisError(f"{clause}: column `{name}` does not exist.{did_you_mean(name, [f.name for f in fields.values()])}",
+                                error_class="UNRESOLVED_COLUMN", sqlstate="42703")
+        if name.lower() in parts:
+            raise AnalysisError(f"`{field.name}` is a partition column: {clause} can only use data columns "
+                                "(each partition is already one value of it).",
+                                error_class="DELTA_ZORDERING_ON_PARTITION_COLUMN", sqlstate="42P10")
+        if not _orderable(field.dataType):
+            raise AnalysisError(f"{clause}: column `{field.name}` has type {field.dataType.simpleString()}, which "
+                                "has no order to cluster by.", error_class="DATATYPE_MISMATCH", sqlstate="42K09")
+        if field.name.lower() in {o.lower() for o in out}:
+            raise AnalysisError(f"{clause}: column `{field.name}` is listed twice.",
+                                error_class="DUPLICATE_COLUMN", sqlstate="42711")
+        if field.name.lower() not in indexed:
+            warnings.warn(f"{clause} column `{field.name}` has no statistics in this table "
+                          "(delta.dataSkippingNumIndexedCols / delta.dataSkippingStatsColumns), so files clustered "
+                          "by it cannot be skipped by it.", stacklevel=2)
+        out.append(field.name)
+    if not out:
+        raise AnalysisError(f"{clause} needs at least one column.", error_class="PARSE_SYNTAX_ERROR", sqlstate="42601")
+    return out
+
+
+def _orderable(dt) -> bool:
+    from pyspark.sql import types as T
+
+    return not isinstance(dt, (T.StructType, T.ArrayType, T.MapType, T.NullType, T.BinaryType)) and \
+        type(dt).__name__ not in ("VariantType", "CalendarIntervalType")
+
+
+def stats_columns(metadata) -> set[str]:
+    """Lower-cased names of the columns Delta collects min/max statistics for."""
+    conf = S.configuration(metadata)
+    names = [f.name for f in S.metadata_schema(metadata).fields]
+    listed = conf.get("delta.dataSkippingStatsColumns")
+    if listed:
+        return {c.strip().strip("`").lower() for c in listed.split(",") if c.strip()}
+    limit = int(conf.get("delta.dataSkippingNumIndexedCols", "32"))
+    parts = {p.lower() for p in S.partition_columns(metadata)}
+    data = [n for n in names if n.lower() not in parts]
+    return {n.lower() for n in (data if limit < 0 else data[:limit])}
+
+
 @executes(ast.Optimize)
 def run_optimize(ctx, stmt: ast.Optimize):
+    handle, txn, snap = _start(ctx, stmt, "OPTIMIZE")
     if stmt.zorder_by:
-        raise UnsupportedFeatureError(
-            f"OPTIMIZE ... ZORDER BY ({', '.join(stmt.zorder_by)}) is not supported yet; OPTIMIZE without "
-            "ZORDER BY bin-packs small files.", error_class="UNSUPPORTED_FEATURE", sqlstate="0A000")
+        return _zorder(ctx, stmt, handle, txn, snap)
+    clustering = P.clustering_columns(snap)
+    if clustering:
+        return _cluster(ctx, stmt, handle, txn, snap, clustering)
     if stmt.full:
-        raise UnsupportedFeatureError("OPTIMIZE ... FULL re-clusters a clustered table; clustering is not "
-                                      "supported yet.", error_class="UNSUPPORTED_FEATURE", sqlstate="0A000")
-    return _compact(ctx, stmt, purge=False)
+        raise AnalysisError("OPTIMIZE ... FULL re-clusters a clustered table; this table is not clustered "
+                            "(CREATE TABLE ... CLUSTER BY or ALTER TABLE ... CLUSTER BY makes one).",
+                            error_class="DELTA_CLUSTERING_NOT_SUPPORTED", sqlstate="0A000")
+    return _compact(ctx, stmt, handle, txn, snap, purge=False)
 
 
 @executes(ast.Reorg)
@@ -245,4 +409,4 @@ def run_reorg(ctx, stmt: ast.Reorg):
         raise UnsupportedFeatureError(
             "REORG TABLE ... APPLY (UPGRADE UNIFORM(...)) is not supported yet; APPLY (PURGE) is.",
             error_class="UNSUPPORTED_FEATURE", sqlstate="0A000")
-    return _compact(ctx, stmt, purge=True)
+    return _compact(ctx, stmt, *_start(ctx, stmt, "REORG TABLE"), purge=True)

@@ -76,8 +76,9 @@ def _leaf_index_by_name(metadata: pq.FileMetaData) -> dict[str, int]:
     return {schema.column(i).path: i for i in range(metadata.num_columns)}
 
 
-def stats_from_metadata(metadata: pq.FileMetaData) -> dict:
-    """Delta stats for a Parquet footer (top-level columns only; floats get a min but no max)."""
+def stats_from_metadata(metadata: pq.FileMetaData, hidden: frozenset = frozenset()) -> dict:
+    """Delta stats for a Parquet footer (top-level columns only; floats get a min but no max).
+    ``hidden``: physical columns outside the table schema (materialised row ids), no stats."""
     arrow_schema = metadata.schema.to_arrow_schema()
     leaves = _leaf_index_by_name(metadata)
     num_rows = metadata.num_rows
@@ -87,7 +88,7 @@ def stats_from_metadata(metadata: pq.FileMetaData) -> dict:
     for arrow_field in arrow_schema:
         name = arrow_field.name
         index = leaves.get(name)
-        if index is None:  # nested column: several leaves; its bounds are not meaningful
+        if index is None or name in hidden:  # nested column: several leaves; its bounds are not meaningful
             continue
         lo = hi = None
         nulls = 0
@@ -124,8 +125,8 @@ def stats_from_metadata(metadata: pq.FileMetaData) -> dict:
     return {"numRecords": num_rows, "minValues": min_values, "maxValues": max_values, "nullCount": null_count}
 
 
-def file_stats(local_path: str) -> tuple[int, str]:
+def file_stats(local_path: str, hidden: frozenset = frozenset()) -> tuple[int, str]:
     """(numRecords, stats JSON) of a Parquet file, reading only its footer."""
     metadata = pq.read_metadata(local_path)
-    stats = stats_from_metadata(metadata)
+    stats = stats_from_metadata(metadata, hidden)
     return stats["numRecords"], json.dumps(stats, separators=(",", ":"), ensure_ascii=False, allow_nan=False)

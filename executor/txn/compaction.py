@@ -13,6 +13,11 @@ map a concurrent deletion crosses the rewrite in both directions:
   positions move to the output (it removes the output as committed and adds it with the
   union), instead of ConcurrentDeleteDeleteException.
 
+A Z-ordering or clustering rewrite (rows reordered across many outputs) carries the same way
+on a table with row tracking: its outputs keep each row's stable row id in the materialised
+column, which maps an input position to an output position (row_id_layout.py). Without row
+tracking it records no layout and the reference's conflicts stand.
+
 Carried only when the deletion vector each side started from is the same one (the winner's
 and this transaction's remove of the input name the same vector) and the rows only grew
 more deleted; anything else keeps the conflict. A copy-on-write rewrite by T (no deletion
@@ -70,6 +75,15 @@ class Layout:
             return None
         return cls(add, inputs)
 
+    @property
+    def outputs(self) -> dict[str, AddFile]:
+        return {self.output.path: self.output}
+
+    def map(self, path: str, positions: BitMap64) -> Optional[dict[str, BitMap64]]:
+        """Output path -> positions of input ``path``'s rows there; None if any cannot be found."""
+        rows = self.to_output(path, positions)
+        return None if rows is None else {self.output.path: rows}
+
     def to_output(self, path: str, positions: BitMap64) -> Optional[BitMap64]:
         """Positions of input ``path``'s rows in the output; None if any was not compacted live."""
         base = 0
@@ -82,9 +96,13 @@ class Layout:
         return None
 
 
-def layouts_in(actions: Iterable[Action], files) -> dict[str, Layout]:
-    """Input path -> the layout of the output it was compacted into, for a commit's adds."""
-    out: dict[str, Layout] = {}
+def layouts_in(actions: Iterable[Action], files) -> dict:
+    """Input path -> how its rows were laid out in the commit's outputs: a bin-packing's
+    ``Layout``, or a clustering rewrite's ``RowIdLayout`` (row_id_layout.py)."""
+    from .row_id_layout import row_id_layouts
+
+    actions = list(actions)
+    out: dict = row_id_layouts(actions, files)
     for a in actions:
         if isinstance(a, AddFile) and not a.data_change and a.tags and LAYOUT_TAG in a.tags:
             layout = Layout.of(a, files)
@@ -121,12 +139,11 @@ def carry_winner_deletes(actions: list[Action], winner, files) -> tuple[list, se
         after = files.deleted_rows(new.deletion_vector) if new is not None else BitMap64(range(files.num_records(own)))
         if not before <= after:  # rows came back (RESTORE): not a deletion
             return actions, set(), []
-        layout = mine[path]
-        mapped = layout.to_output(path, after - before)
+        mapped = mine[path].map(path, after - before)
         if mapped is None:
             return actions, set(), []
-        out = layout.output.path
-        extra[out] = extra.get(out, BitMap64()) | mapped
+        for out, rows in mapped.items():
+            extra[out] = extra.get(out, BitMap64()) | rows
         replaced[path] = new.remove(deletion_timestamp=own.deletion_timestamp, data_change=False) if new else None
     outputs = {a.path: a for a in actions if isinstance(a, AddFile) and a.path in extra}
     vectors = {p: files.deleted_rows(outputs[p].deletion_vector) | rows for p, rows in extra.items()}
@@ -166,12 +183,12 @@ def carry_own_changes(actions: list[Action], winner, files) -> tuple[list, set, 
         before, after = files.deleted_rows(own.deletion_vector), files.deleted_rows(new.deletion_vector)
         if not before <= after:
             return actions, set(), []
-        mapped = layout.to_output(path, after - before)
+        mapped = layout.map(path, after - before)
         if mapped is None:
             return actions, set(), []
-        out = layout.output
-        outputs[out.path] = out
-        extra[out.path] = extra.get(out.path, BitMap64()) | mapped
+        for out, rows in mapped.items():
+            outputs[out] = layout.outputs[out]
+            extra[out] = extra.get(out, BitMap64()) | rows
     vectors = {p: files.deleted_rows(outputs[p].deletion_vector) | rows for p, rows in extra.items()}
     descriptors = write_deletion_vectors(files.table_path, vectors)
     new_actions: list = [a for a in actions if not (isinstance(a, (AddFile, RemoveFile)) and a.path in my_removes)]

@@ -216,7 +216,8 @@ class ConflictChecker:
 
     def check_for_updated_domain_metadata(self) -> None:
         """Both wrote the same metadata domain (clustering columns, ...): as Delta, a concurrent transaction."""
-        overlap = self.winner.domains & self.txn.written_domains
+        # delta.rowTracking's high-water mark is re-derived per attempt (row_tracking.py), not a conflict
+        overlap = (self.winner.domains & self.txn.written_domains) - {"delta.rowTracking"}
         if overlap:
             self._raise(ConcurrentTransactionException, detail=f"Metadata domain(s): {', '.join(sorted(overlap))}.")
 

@@ -43,6 +43,8 @@ from isolde.errors import (
 from isolde.executor.log.actions import Action, AddFile, DeletionVectorDescriptor, RemoveFile
 from isolde.executor.log.deletion_vectors import read_deletion_vector, write_deletion_vectors
 
+from .row_tracking import materialized_columns
+
 from .conflicts import SERIALIZABLE, ConflictChecker, TransactionSummary, WinningCommitSummary, partition_hint
 from .predicates import Predicate
 
@@ -167,6 +169,8 @@ class TableFiles:
                                 if mapped else f["name"])
             for f in fields
         }
+        # the materialised stable row-id column (row tracking enabled), for row_id_layout.py
+        self.row_id_column = (materialized_columns(metadata) or (None, None))[0]
         self._cache: dict = {}
 
     def spend(self, rows: int) -> None:

@@ -53,7 +53,9 @@ from .conflicts import (
     WinningCommitSummary,
 )
 from .compaction import LAYOUT_TAG, carry_own_changes, carry_winner_deletes
+from .row_id_layout import STABLE_IDS_TAG
 from .statement_scope import scope_flags
+from . import row_tracking
 from .predicates import Predicate
 from .row_level import (
     DEFAULT_BUDGET_ROWS,
@@ -109,6 +111,9 @@ class OptimisticTransaction:
         self.row_check_rows = 0  # rows the row-level checks read (all winners)
         self._row_state: RowLevelState | None = None
         self._files: TableFiles | None = None
+        self._row_ids: row_tracking.RowIdAssigner | None = None
+        # commitInfo tag delta.rowTracking.preserved, for writers that materialise row ids
+        self.row_ids_preserved: bool | None = None
 
     # ------------------------------------------------------------------ what was read
     @property
@@ -223,6 +228,10 @@ class OptimisticTransaction:
             info.extra["readWholeTable"] = True
         if self.row_level:
             info.extra["rowLevel"] = True
+        self._row_ids = self._row_id_assigner(actions)
+        if self._row_ids is not None and row_tracking.enabled(self._metadata_after(actions)):
+            preserved = row_tracking.preserved(actions, self.row_ids_preserved)
+            info.extra["tags"] = {**info.extra.get("tags", {}), row_tracking.PRESERVED_TAG: str(preserved).lower()}
         user_metadata = user_metadata if user_metadata is not None else self.user_metadata
         if user_metadata is not None:
             info.extra["userMetadata"] = user_metadata
@@ -262,7 +271,8 @@ class OptimisticTransaction:
         while True:
             self.attempts += 1
             info.timestamp = max(now_ms(), (last_timestamp or 0) + 1)
-            body = serialize_commit([info, *actions])
+            numbered = self._row_ids.assign(actions, attempt_version) if self._row_ids is not None else actions
+            body = serialize_commit([info, *numbered])
             try:
                 store.put_if_absent(self.log.commit_path(attempt_version), body)
                 return attempt_version
@@ -274,6 +284,8 @@ class OptimisticTransaction:
                 if data is None:
                     break
                 winner = WinningCommitSummary.from_actions(version, parse_commit(data))
+                if self._row_ids is not None:
+                    self._row_ids.saw_winner(winner.actions)
                 if self.row_level:
                     actions = self._check_rows(summary, winner, actions)
                 else:
@@ -293,6 +305,17 @@ class OptimisticTransaction:
                 )
             attempt_version = checked_up_to + 1
 
+    def _metadata_after(self, actions: list[Action]) -> Metadata | None:
+        return next((a for a in actions if isinstance(a, Metadata)), None) or self.snapshot.metadata
+
+    def _row_id_assigner(self, actions: list[Action]) -> "row_tracking.RowIdAssigner | None":
+        """Numbers the commit's adds when the table (as this commit leaves it) supports row tracking."""
+        protocol = next((a for a in actions if isinstance(a, Protocol)), None) or self.snapshot.protocol
+        if protocol is None or not row_tracking.supported(writer_features(protocol, self._metadata_after(actions))):
+            return None
+        live = {a.path: a for a in self.snapshot.all_files} if self.read_version >= 0 else {}
+        return row_tracking.RowIdAssigner(live, row_tracking.high_water_mark(self.snapshot.domain_metadata))
+
     def _table_files(self) -> TableFiles:
         if self._files is None:
             self._files = TableFiles(self.table, self.snapshot.metadata, self.row_level_budget_rows)
@@ -303,7 +326,8 @@ class OptimisticTransaction:
         whichever direction applies: this compaction lost to a delete, or this write lost to a
         compaction. Returns the actions to go on with and the input paths carried."""
         if not any(not r.data_change for r in winner.removed_files) and \
-                not any(isinstance(a, AddFile) and a.tags and LAYOUT_TAG in a.tags for a in actions):
+                not any(isinstance(a, AddFile) and a.tags and (LAYOUT_TAG in a.tags or STABLE_IDS_TAG in a.tags)
+                        for a in actions):
             return actions, set()
         if not scope_flags(self.snapshot)["deletion_vectors"]:
             return actions, set()  # carrying writes deletion vectors: only where the table takes them
@@ -401,7 +425,7 @@ class OptimisticTransaction:
             changed = {k: v for k, v in metadata.configuration.items() if before.get(k) != v}
             canonical = validate_table_properties(changed)
             kept = {k: v for k, v in metadata.configuration.items() if k not in changed}
-            metadata.configuration = {**kept, **canonical}
+            metadata.configuration = row_tracking.with_materialized_column_names({**kept, **canonical})
             table_isolation_level(metadata)  # an inherited bad value is refused too
             columns = {f["name"].lower() for f in metadata.schema.get("fields", [])}
             unknown = [c for c in metadata.partition_columns if c.lower() not in columns]
@@ -414,6 +438,12 @@ class OptimisticTransaction:
                 protocol = needed
                 actions = [protocol, *actions]
         assert protocol is not None
+        if row_tracking.supported(writer_features(protocol, metadata)) and self.read_version >= 0:
+            touched = {a.path for a in actions if isinstance(a, (AddFile, RemoveFile))}
+            filled = row_tracking.backfill(f for f in self.snapshot.all_files if f.path not in touched)
+            if filled:  # re-adding files: any concurrent change to them must conflict, never be undone
+                self._read_whole_table = True
+                actions = actions + filled
         if protocols or metadatas:
             assert_readable(protocol, metadata, self.table)  # never write a table isolde cannot read
         assert_writable(protocol, metadata, self.table)
