@@ -382,10 +382,7 @@ def _adopt_files(staging: str, table_path: str, parts: list, result: "WrittenFil
     By default the Hive-style folders under ``staging`` give the partition values; a group
     write passes ``rel_dir_of`` / ``pvalues_of`` (staging sub-folder -> table folder / values).
     """
-    try:
-        from isolde.executor.log.stats import file_stats
-    except ImportError:  # pragma: no cover
-        file_stats = None
+    from isolde.executor.log.stats import file_stats_and_tags
 
     for root, dirs, names in os.walk(staging):
         # Spark's hidden folders (_temporary, .spark-staging): skipped; a partition folder of a
@@ -409,16 +406,16 @@ def _adopt_files(staging: str, table_path: str, parts: list, result: "WrittenFil
                         pvalues[key] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
                 pvalues = {p: pvalues.get(p, pvalues.get(next((k for k in pvalues if k.lower() == p.lower()), p)))
                            for p in parts}
-            num, stats = file_stats(src, hidden) if file_stats is not None else (None, None)
+            num, stats, tags = file_stats_and_tags(src, hidden)
             if num == 0:
                 continue
-            _adopt_one(src, table_path, rel_dir, name, pvalues, num, stats, result, data_change)
+            _adopt_one(src, table_path, rel_dir, name, pvalues, num, stats, result, data_change, tags)
             if group_of is not None:
                 result.groups.append(group_of(os.path.relpath(root, staging)))
 
 
 def _adopt_one(src: str, table_path: str, rel_dir: str, name: str, pvalues: dict, num, stats,
-               result: "WrittenFiles", data_change: bool) -> None:
+               result: "WrittenFiles", data_change: bool, tags: dict | None = None) -> None:
     """Move one written file to ``<table>/<rel_dir>/<name>`` and record its AddFile."""
     from isolde.executor.log.actions import AddFile
 
@@ -436,6 +433,7 @@ def _adopt_one(src: str, table_path: str, rel_dir: str, name: str, pvalues: dict
         modification_time=int(st.st_mtime * 1000),
         data_change=data_change,
         stats=stats,
+        tags=dict(tags) if tags else None,
     ))
     result.num_rows += num or 0
     result.num_bytes += st.st_size
@@ -706,7 +704,7 @@ def write_partition_slices(ctx, plan: SliceWrite, expected_rows: Sequence[int], 
 
     from pyspark.util import inheritable_thread_target
 
-    from isolde.executor.log.stats import file_stats
+    from isolde.executor.log.stats import file_stats_and_tags
 
     spark = getattr(ctx, "spark", ctx)
     table_path = os.path.abspath(table_path)
@@ -732,18 +730,18 @@ def write_partition_slices(ctx, plan: SliceWrite, expected_rows: Sequence[int], 
             task = int(m.group(1)) if m else -1
             if not 0 <= task < len(task_slice):
                 return None
-            num, stats = file_stats(os.path.join(staging, name))
+            num, stats, tags = file_stats_and_tags(os.path.join(staging, name))
             rows[task_slice[task]] += num or 0
             file_rows[task_file[task]] = file_rows.get(task_file[task], 0) + (num or 0)
-            files.append((name, task_slice[task], num, stats))
+            files.append((name, task_slice[task], num, stats, tags))
         if rows != list(expected_rows):
             return None
         if expected_file_rows is not None and any(
                 file_rows.get(path, 0) != expected_file_rows.get(path) for path in set(task_file) if path is not None):
             return None
-        for name, i, num, stats in files:
+        for name, i, num, stats, tags in files:
             if not num:
                 continue
             _adopt_one(os.path.join(staging, name), table_path, plan.dirs[i], name, dict(slices[i].partition_values),
-                       num, stats, result, data_change)
+                       num, stats, result, data_change, tags)
     return result

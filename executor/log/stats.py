@@ -76,8 +76,10 @@ def _leaf_index_by_name(metadata: pq.FileMetaData) -> dict[str, int]:
     return {schema.column(i).path: i for i in range(metadata.num_columns)}
 
 
-def stats_from_metadata(metadata: pq.FileMetaData, hidden: frozenset = frozenset()) -> dict:
-    """Delta stats for a Parquet footer (top-level columns only; floats get a min but no max).
+def stats_from_metadata(metadata: pq.FileMetaData, hidden: frozenset = frozenset(),
+                        nan_free: frozenset = frozenset()) -> dict:
+    """Delta stats for a Parquet footer (top-level columns only; floats get a min, and a max
+    only when listed in ``nan_free``: footers leave NaN out, Spark orders it above every number).
     ``hidden``: physical columns outside the table schema (materialised row ids), no stats."""
     arrow_schema = metadata.schema.to_arrow_schema()
     leaves = _leaf_index_by_name(metadata)
@@ -119,10 +121,39 @@ def stats_from_metadata(metadata: pq.FileMetaData, hidden: frozenset = frozenset
             null_count[name] = nulls
         if bounds_ok and lo is not None:
             min_values[name] = lo
-            if not pa.types.is_floating(arrow_field.type):
+            if not pa.types.is_floating(arrow_field.type) or name in nan_free:
                 # Parquet bounds skip NaN, which Spark orders above every number: no safe max
+                # unless the file was read and holds no NaN
                 max_values[name] = hi
     return {"numRecords": num_rows, "minValues": min_values, "maxValues": max_values, "nullCount": null_count}
+
+
+#: AddFile tag of files isolde wrote: the floating-point columns (as the stats name them) that
+#: hold no NaN, so their maxValues are true upper bounds (other engines' float maxima may not be)
+NAN_FREE_TAG = "isolde.nanFree"
+
+
+def _nan_free_columns(local_path: str, metadata: pq.FileMetaData, hidden: frozenset) -> frozenset:
+    """Top-level float / double columns of a file without a NaN (their data read: footers cannot tell)."""
+    import pyarrow.compute as pc
+
+    floats = [f.name for f in metadata.schema.to_arrow_schema()
+              if pa.types.is_floating(f.type) and f.name not in hidden]
+    if not floats or metadata.num_rows == 0:
+        return frozenset()
+    table = pq.read_table(local_path, columns=floats)
+    return frozenset(name for name in floats if not pc.any(pc.is_nan(table.column(name))).as_py())
+
+
+def file_stats_and_tags(local_path: str, hidden: frozenset = frozenset()) -> tuple[int, str, dict]:
+    """(numRecords, stats JSON, AddFile tags) of a Parquet file isolde wrote: the footer, plus
+    its floating-point columns read once to find those without NaN (a true max, NAN_FREE_TAG)."""
+    metadata = pq.read_metadata(local_path)
+    nan_free = _nan_free_columns(local_path, metadata, hidden)
+    stats = stats_from_metadata(metadata, hidden, nan_free)
+    listed = sorted(n for n in nan_free if n in stats["maxValues"])
+    tags = {NAN_FREE_TAG: json.dumps(listed, separators=(",", ":"))} if listed else {}
+    return stats["numRecords"], json.dumps(stats, separators=(",", ":"), ensure_ascii=False, allow_nan=False), tags
 
 
 def file_stats(local_path: str, hidden: frozenset = frozenset()) -> tuple[int, str]:

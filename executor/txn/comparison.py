@@ -558,10 +558,11 @@ def _stat_number(value: Any) -> decimal.Decimal | float | int | None:
     return None
 
 
-def stat_bounds(col: SqlType, dom: Domain, lo_raw: Any, hi_raw: Any) -> Bounds:
+def stat_bounds(col: SqlType, dom: Domain, lo_raw: Any, hi_raw: Any, *, nan_free: bool = False) -> Bounds:
     """Delta statistics (min / max JSON values) of column ``col`` as Bounds in ``dom``.
 
-    A value that cannot be read as a safe bound leaves that side unbounded.
+    A value that cannot be read as a safe bound leaves that side unbounded. A float column's
+    max counts only when the file is known to hold no NaN (``nan_free``).
     """
     fam = dom.family
     if fam == "exact":
@@ -571,7 +572,7 @@ def stat_bounds(col: SqlType, dom: Domain, lo_raw: Any, hi_raw: Any) -> Bounds:
         a = _stat_number(lo_raw)
         if a is not None and not (isinstance(a, float) and math.isnan(a)):
             lo = _double_key(_double_bound(col, a, up=False, widen=True))
-        if col.family in ("float", "double"):
+        if col.family in ("float", "double") and not nan_free:
             return Bounds(lo, NAN_KEY)  # NaN may be present whatever the max says
         b = _stat_number(hi_raw)
         hi = _double_key(_double_bound(col, b, up=True, widen=True)) if b is not None else None

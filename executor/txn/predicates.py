@@ -11,6 +11,7 @@ towards conflicts and towards reading a file, never towards a lost update.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -18,6 +19,7 @@ import sqlglot
 from sqlglot import exp
 
 from isolde.executor.log.actions import AddFile
+from isolde.executor.log.stats import NAN_FREE_TAG
 from isolde.executor.txn import comparison as C
 from isolde.grammar.dialect import DIALECT, sql as render_sql
 from isolde.planner.predicates import operands
@@ -39,6 +41,7 @@ class ColumnSummary:
     is_partition: bool = False
     row_value: Any = None  # one row's value (``of_value``): exact bounds
     is_row: bool = False
+    nan_free: bool = False  # a float column known to hold no NaN: its max is a true bound
     _bounds: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -62,7 +65,7 @@ class ColumnSummary:
             elif self.is_partition:
                 got = C.partition_bounds(col, dom, self.partition_value) if self.partition_value is not None else C.UNBOUNDED
             else:
-                got = C.stat_bounds(col, dom, self.min, self.max)
+                got = C.stat_bounds(col, dom, self.min, self.max, nan_free=self.nan_free)
             self._bounds[dom] = got
         return got
 
@@ -397,6 +400,7 @@ def file_summaries(add: AddFile, columns: Mapping[str, tuple[str, Any]]) -> dict
     maxs = stats.get("maxValues") or {}
     nulls = stats.get("nullCount") or {}
     lowered = {k.lower(): k for k in (*mins, *maxs, *nulls)}
+    nan_free = _nan_free(add)
     for key, original in lowered.items():
         if key not in columns:
             continue
@@ -406,9 +410,23 @@ def file_summaries(add: AddFile, columns: Mapping[str, tuple[str, Any]]) -> dict
             maxs.get(original),
             null_count if isinstance(null_count, int) and not isinstance(null_count, bool) else None,
             num_records if isinstance(num_records, int) and not isinstance(num_records, bool) else None,
+            nan_free=original in nan_free,
         )
     out.update(partition_summaries(add.partition_values, columns))
     return out
+
+
+def _nan_free(add: AddFile) -> frozenset:
+    """Stats column names whose float max isolde verified (stats.NAN_FREE_TAG); other engines'
+    float maxima may leave a NaN out."""
+    text = (add.tags or {}).get(NAN_FREE_TAG)
+    if not text:
+        return frozenset()
+    try:
+        names = json.loads(text)
+    except ValueError:
+        return frozenset()
+    return frozenset(n for n in names if isinstance(n, str)) if isinstance(names, list) else frozenset()
 
 
 def _cached_file_summaries(add: AddFile, columns, key) -> dict[str, ColumnSummary]:

@@ -172,3 +172,35 @@ def test_pruning_is_sound(lo, width, value, op, rows):
         assert may(sql, add)
     if any(not holds(r) for r in rows):
         assert may(f"NOT ({sql})", add)
+
+
+@pytest.mark.parametrize("values, has_max", [
+    ([1.5, -2.0, None], True),
+    ([1.5, float("nan")], False),  # footers leave NaN out: the max would lie
+    ([None, None], False),  # no value: no bounds at all
+    ([float("inf"), 0.0], False),  # JSON has no Infinity: no max written, nothing to trust
+])
+def test_float_max_only_for_files_read_and_found_without_nan(tmp_path, values, has_max):
+    from isolde.executor.log.stats import NAN_FREE_TAG, file_stats_and_tags
+
+    path = str(tmp_path / "f.parquet")
+    pq.write_table(pa.table({"x": pa.array(values, pa.float64()), "i": [1] * len(values)}), path)
+    n, text, tags = file_stats_and_tags(path)
+    s = json.loads(text)
+    assert n == len(values)
+    assert ("x" in s["maxValues"]) is has_max
+    assert (json.loads(tags[NAN_FREE_TAG]) == ["x"]) if has_max else NAN_FREE_TAG not in tags
+    assert "x" not in json.loads(file_stats(path)[1])["maxValues"]  # the footer alone never tells
+
+
+@pytest.mark.parametrize("tagged, pruned", [(True, True), (False, False)])
+def test_a_float_max_prunes_only_when_the_file_is_known_nan_free(tagged, pruned):
+    from isolde.executor.log.stats import NAN_FREE_TAG
+
+    stats = json.dumps({"numRecords": 3, "minValues": {"x": 0.0}, "maxValues": {"x": 1.0}, "nullCount": {"x": 0}})
+    tags = {NAN_FREE_TAG: '["x"]'} if tagged else None
+    f = AddFile("f", {}, 1, 1, stats=stats, tags=tags)
+    schema = json.loads(schema_string(x="double"))
+    got = Predicate("x > 2.5", schema, []).filter([f])
+    assert (got == []) is pruned
+    assert Predicate("x < -1", schema, []).filter([f]) == []  # the min always prunes
