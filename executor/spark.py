@@ -64,6 +64,10 @@ JAVA_PROFILES = {
 #: conditions overflowed the default 1 MB thread stack (StackOverflowError, and once the whole
 #: JVM). 64 MB is address space reserved per thread, used only as deep as a plan goes.
 THREAD_STACK = "-Xss64m"
+#: Spark's whole-stage code generation can emit one Java method over HotSpot's 8,000-byte limit
+#: for JIT compilation (a Project chain such as OPTIMIZE ZORDER's range ids and curve keys);
+#: such a method then runs interpreted, 10-25x slower. Compile them anyway.
+JIT_HUGE_METHODS = "-XX:-DontCompileHugeMethods"
 
 
 def java_options() -> str:
@@ -108,7 +112,7 @@ def log4j2_config_path() -> str:
 
 
 def default_conf(master: Optional[str] = None) -> dict:
-    java_opts = f"{java_options()} {THREAD_STACK} -Dlog4j2.configurationFile=file:{log4j2_config_path()}"
+    java_opts = f"{java_options()} {THREAD_STACK} {JIT_HUGE_METHODS} -Dlog4j2.configurationFile=file:{log4j2_config_path()}"
     return {
         "spark.master": master or os.environ.get("ISOLDE_SPARK_MASTER") or "local[*]",
         "spark.app.name": "isolde",

@@ -5,8 +5,9 @@ one sampling job collects up to ``SAMPLE_ROWS`` values of the clustering columns
 column's quantiles become its range boundaries (so skewed values, dates, decimals and
 strings sharing a long prefix spread over the ranges like uniform integers); each row gets a
 range id per column (curves.with_range_ids), the ids become one key -- Z-order bit
-interleaving, or a Hilbert curve for clustering -- and the rows are range-partitioned by the
-key into the planned number of files, each file sorted by it. All of it is Spark SQL
+interleaving, or a Hilbert curve for clustering (curve_keys.py) -- and each row goes to the
+file its key falls in, by key cut points taken from the same sample (``repartitionById``:
+one shuffle, no second sampling pass), each file sorted by the key. All of it is Spark SQL
 expressions; no Python touches a row.
 
 On a table with row tracking enabled each output row keeps its stable row id and row commit
@@ -19,8 +20,8 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-#: sampled rows per group: enough for 1,024 ranges per column with ~100 rows each
-SAMPLE_ROWS = 100_000
+#: sampled rows per group: about 30 per range of 1,023, and 375 per file of 80
+SAMPLE_ROWS = 30_000
 #: range ids per column are capped at 2**MAX_RANGE_BITS (Delta's default is 1,000 ranges)
 MAX_RANGE_BITS = 10
 ZORDER, HILBERT = "zorder", "hilbert"
@@ -62,11 +63,12 @@ def with_stable_row_ids(df, files: Sequence, keys: Sequence[str], hidden: tuple[
 
 def curve_ordered(df, columns: Sequence[str], out_columns: Sequence[str], *, curve: str, num_files: int,
                   live_rows: int, seed: int = 17):
-    """``df``'s rows range-partitioned into ``num_files`` partitions by the curve key over
-    ``columns``, each sorted by it; only ``out_columns`` are kept."""
+    """``df``'s rows in ``num_files`` partitions of consecutive curve keys over ``columns``, each
+    sorted by the key; only ``out_columns`` are kept. One sampling job, then one shuffle."""
+    import numpy as np
     from pyspark.sql import functions as F
 
-    from isolde.executor.jobs import curves
+    from isolde.executor.jobs import curve_keys, curves
 
     fraction = min(1.0, SAMPLE_ROWS / max(1, live_rows))
     sample = df.select(*[F.col(f"`{c}`") for c in columns])
@@ -76,12 +78,21 @@ def curve_ordered(df, columns: Sequence[str], out_columns: Sequence[str], *, cur
     bits = min(curves.range_bits(len(columns)), MAX_RANGE_BITS)
     boundaries = [curves.quantile_boundaries(_sorted_sample([r[i] for r in rows]), curves.max_ranges(bits))
                   for i in range(len(columns))]
+    sample_ids = np.array([[curves.range_id(r[i], boundaries[i]) for i in range(len(columns))] for r in rows],
+                          dtype=np.int64).reshape(len(rows), len(columns))
     ids = [f"__isolde_rid{i}" for i in range(len(columns))]
     df = curves.with_range_ids(df, list(columns), [boundaries], ids)
     if curve == HILBERT and len(columns) > 1:
-        df = curves.with_hilbert_key(df, ids, bits, "__isolde_key")
+        df = curve_keys.with_hilbert_key(df, ids, bits, "__isolde_key")
+        sample_keys = curve_keys.hilbert_keys(sample_ids, bits)
     else:
         df = df.withColumn("__isolde_key", curves.zorder_key(ids, bits))
+        sample_keys = curve_keys.zorder_keys(sample_ids, bits)
     key = F.col("__isolde_key")
-    df = df.repartitionByRange(num_files, key) if num_files > 1 else df.coalesce(1)
+    cuts = curve_keys.file_cuts(sample_keys, num_files)
+    if cuts:
+        df = curves.with_range_ids(df, ["__isolde_key"], [[cuts]], ["__isolde_file"])
+        df = df.repartitionById(len(cuts) + 1, F.col("__isolde_file") - 1)
+    else:
+        df = df.coalesce(1)
     return df.sortWithinPartitions(key).select(*[F.col(f"`{c}`") for c in out_columns])
