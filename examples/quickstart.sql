@@ -60,6 +60,8 @@ FROM orders o JOIN customers c ON o.customer = c.name GROUP BY c.country ORDER B
 
 -- Compact the small files the statements above left (rows unchanged, dataChange=false).
 OPTIMIZE orders;
+-- Cluster rows so a range on either column skips files (both columns' ranges interleaved).
+OPTIMIZE orders ZORDER BY (customer, amount);
 
 DESCRIBE HISTORY orders LIMIT 5;
 SELECT count(*) AS rows_at_v2 FROM orders VERSION AS OF 2;

@@ -28,6 +28,38 @@ class CommitResult:
     elapsed_s: float = 0.0
 
 
+@dataclass(frozen=True)
+class OptimizeResult(CommitResult):
+    """OPTIMIZE / REORG's commit, which also answers with Delta's result row: ``path`` (the
+    table's location) and ``metrics`` (a struct: files added / removed with their size
+    statistics, partitions optimised, z-order or clustering columns, deletion vectors removed,
+    ...), so ``execute("OPTIMIZE t").first().metrics.numFilesAdded`` reads as it does in Delta."""
+
+    path: str = ""
+    result_metrics: dict = field(default_factory=dict)
+
+    @property
+    def columns(self) -> list[str]:
+        return ["path", "metrics"]
+
+    @property
+    def rows(self) -> list:
+        from pyspark.sql import Row
+
+        def row(value):
+            if isinstance(value, dict):
+                return Row(**{k: row(v) for k, v in value.items()})
+            return value
+
+        return [Row(path=self.path, metrics=row(self.result_metrics))]
+
+    def collect(self) -> list:
+        return list(self.rows)
+
+    def first(self):
+        return self.rows[0]
+
+
 class QueryResult:
     """What ``Session.execute()`` returns for a statement that answers with rows (a query, SHOW,
     DESCRIBE, EXPLAIN, SET) or only with a message (CREATE DATABASE, DROP TABLE, ...).

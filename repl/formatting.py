@@ -282,7 +282,9 @@ def format_commit(result: Any, elapsed: float | None = None) -> str:
 
 
 def is_commit(result: Any) -> bool:
-    return hasattr(result, "version") and hasattr(result, "operation") and not hasattr(result, "rows")
+    """A write's result (shown as its commit line), even one that also answers with rows
+    (OPTIMIZE's Delta result row, for Python callers)."""
+    return hasattr(result, "version") and hasattr(result, "operation")
 
 
 def is_text_block(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> bool:

@@ -6,22 +6,34 @@ spread over the id space like uniform ints. Interleaving raw bytes lets a hot va
 16-character common prefix use up every leading bit of the key, and then each file spans the
 whole range of the column (delta-rs issue #2844). Why Hilbert as well as Z-order: consecutive
 Hilbert indices are grid neighbours, so a run of keys (one file) covers a compact box instead
-of Z-order's jumps across the space, and file skipping on any clustered column prunes more.
+of following Z-order's jumps across the space, and skipping on any clustered column prunes more.
 
-Everything on rows is Spark SQL expressions (codegen'd, no Python UDF). A range id is a binary
-search written as one projection per halving step, ``lo += IF(cuts[lo + step - 1] <= v, step,
-0)``: each step reads ``lo`` twice, so Catalyst's CollapseProject keeps the steps apart and the
-plan grows linearly with log2(#cuts) instead of exponentially. The cut points reach the plan as
-one broadcast row of typed arrays (built by ``createDataFrame`` with the column's own type, so
-strings, dates, timestamps, decimals and doubles compare in Spark's ordering), not as literal
-expressions: 65k literals cost seconds of driver time and megabytes of plan text.
+Range ids: NULL -> 0; a non-null v -> 1 + (number of cut points <= v), i.e. 1 + ``bisect_right``
+in Spark's ordering (NaN equal to itself and above every other double, -0.0 == 0.0). With c cut
+points the ids are 0..c+1; ``quantile_boundaries(sample, max_ranges(bits))`` gives at most
+``2**bits - 2`` cut points, so the ids fit the ``bits`` that ``zorder_key`` and
+``with_hilbert_key`` read (they use only the low ``bits`` bits of each id).
 
-Range ids: NULL -> 0, a non-null value v -> 1 + (number of cut points <= v), i.e. 1 +
-``bisect_right`` in Spark's ordering (NaN equal to itself and above every other double, -0.0 ==
-0.0). With ``c`` cut points the ids are 0..c+1; cut points from ``quantile_boundaries(sample,
-max_ranges(bits))`` keep them below ``2**bits``, as ``zorder_key`` and ``with_hilbert_key`` need.
+How the rows are computed (Spark SQL expressions only, codegen'd, no Python UDF):
 
-The pure-Python ``zorder_index`` / ``hilbert_index`` / ``range_id`` are the references the
+* A range id is a search down the implicit binary search tree of the padded cut points: one
+  projection per tree level, ``k = 2*k + IF(level_l[k] <= v, 1, 0)``, ending with k = the
+  number of cut points <= v (padding slots lie past the end of a level array: ``get`` gives
+  NULL, the step goes left, as for +infinity). Each step reads ``k`` twice, so Catalyst's
+  CollapseProject keeps the steps apart: the plan grows by one projection per level, never
+  exponentially.
+* Level l holds 2**l cut points, all levels together each cut point once. Each level reaches
+  the plan as a scalar subquery over a one-row local relation of typed arrays (built by
+  ``createDataFrame`` with the column's own type, so strings, dates, timestamps, decimals and
+  doubles compare in Spark's ordering): the plan text stays small, the task carries every cut
+  point once, and rows never carry the arrays (a broadcast join column would be copied into
+  every row at every step wherever whole-stage codegen is off, e.g. tables with more than
+  ``spark.sql.codegen.maxFields`` columns). Building 65k ``F.lit`` values instead took ~13 s.
+* The Hilbert and Z-order steps are branch-free bitwise projections, kept small: HotSpot does
+  not JIT-compile a method above 8000 bytes of bytecode (``-XX:-DontCompileHugeMethods``
+  lifts that), and one whole-stage method holds every projection of a stage.
+
+The pure-Python ``range_id`` / ``zorder_index`` / ``hilbert_index`` are the references the
 Spark expressions are tested against.
 """
 
@@ -93,7 +105,7 @@ def range_bits(num_columns: int, max_total_bits: int = 62) -> int:
 
 
 def zorder_index(coords: list[int], bits: int) -> int:
-    """The bits of ``coords`` interleaved, most significant bit of coordinate 0 first."""
+    """The low ``bits`` bits of ``coords`` interleaved, most significant bit of coordinate 0 first."""
     key = 0
     for j in range(bits - 1, -1, -1):
         for c in coords:
@@ -110,24 +122,19 @@ def _axes_to_transpose(x: list[int], bits: int) -> list[int]:
         p = q - 1
         for i in range(n):
             if x[i] & q:
-                x[0] ^= p
+                x[0] ^= p  # invert
             else:
-                t = (x[0] ^ x[i]) & p
+                t = (x[0] ^ x[i]) & p  # exchange
                 x[0] ^= t
                 x[i] ^= t
         q >>= 1
     for i in range(1, n):  # Gray encode
         x[i] ^= x[i - 1]
-    t = _gray_fix(x[n - 1], bits)
-    return [v ^ t for v in x]
-
-
-def _gray_fix(last: int, bits: int) -> int:
     t = 0
     for j in range(1, bits):
-        if last >> j & 1:
+        if x[n - 1] >> j & 1:
             t ^= (1 << j) - 1
-    return t
+    return [v ^ t for v in x]
 
 
 def hilbert_index(coords: list[int], bits: int) -> int:
@@ -135,10 +142,10 @@ def hilbert_index(coords: list[int], bits: int) -> int:
     coordinate itself."""
     if len(coords) == 1:
         return coords[0]
-    return zorder_index(_axes_to_transpose(list(coords), bits), bits)
+    return zorder_index(_axes_to_transpose([c & ((1 << bits) - 1) for c in coords], bits), bits)
 
 
-# ---------------------------------------------------------------- Spark expressions
+# ---------------------------------------------------------------- range ids in Spark
 
 
 def _quote(name: str) -> str:
@@ -159,19 +166,36 @@ def _private_names(df, role: str, count: int) -> list[str]:
     return [f"{_PRIVATE}_{role}{serial}_{i}" for i in range(count)]
 
 
-def _cut_rows(df, names: list[str], types: list, cuts: list, grouped: bool):
-    """One row holding each column's cut points as an array of the column's own type (an array
-    of such arrays, indexed by group, when grouped), ready to broadcast."""
-    def array_type(t):
-        return T.ArrayType(T.ArrayType(t)) if grouped else T.ArrayType(t)
-
-    schema = T.StructType([T.StructField(n, array_type(t)) for n, t in zip(names, types)])
-    row = tuple(per_group if grouped else per_group[0] for per_group in cuts)
-    return df.sparkSession.createDataFrame([row], schema)
+def _tree_level(cuts: list, height: int, level: int) -> list:
+    """Level ``level`` of the perfect binary search tree over ``cuts`` padded to 2**height - 1,
+    left to right, without the padding (always a suffix of the level)."""
+    span = 1 << (height - level)
+    return cuts[span // 2 - 1::span]
 
 
-def _highest_power_of_two(n: int) -> int:
-    return 1 << (n.bit_length() - 1) if n else 0
+def _local_relation(spark, schema: T.StructType, row: tuple):
+    """A one-row DataFrame over a LocalRelation: a scalar subquery over it runs no Spark job."""
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    staged = spark.createDataFrame([row], schema)
+    return DataFrame(spark._jsparkSession.createDataFrame(staged._jdf.collectAsList(), staged._jdf.schema()), spark)
+
+
+def _level_lookups(spark, types: list, cuts: list, heights: list, grouped: bool) -> list[list[Column]]:
+    """Per column, per tree level, a scalar subquery yielding that level's cut points: an
+    array of the column's type, or one such array per group (indexed by group) when grouped."""
+    fields, values = [], []
+    for i, (dtype, per_group, height) in enumerate(zip(types, cuts, heights)):
+        element = T.ArrayType(dtype, containsNull=False)
+        for level in range(height):
+            arrays = [_tree_level(group_cuts, height, level) for group_cuts in per_group]
+            fields.append(T.StructField(f"c{i}_l{level}", T.ArrayType(element, False) if grouped else element, False))
+            values.append(arrays if grouped else arrays[0])
+    if not fields:
+        return [[] for _ in types]
+    relation = _local_relation(spark, T.StructType(fields), tuple(values))
+    return [[relation.select(f"c{i}_l{level}").scalar() for level in range(height)]
+            for i, height in enumerate(heights)]
 
 
 def with_range_ids(df, columns: list[str], boundaries: list[list[list]], out_columns: list[str],
@@ -182,7 +206,7 @@ def with_range_ids(df, columns: list[str], boundaries: list[list[list]], out_col
     ``boundaries[g][i]`` are column i's cut points (sorted, non-null, from ``quantile_boundaries``)
     for group g, the 0-based INT value of ``group_column``; without a group column there is one
     group. A row whose group is NULL or has no entry sees no cut points (a non-null value -> 1).
-    Cost: ceil(log2(#cuts + 1)) projections, one comparison per column each.
+    Cost: bit_length(#cuts) projections, one comparison per column each.
     """
     if len(out_columns) != len(columns):
         raise ValueError(f"{len(columns)} columns but {len(out_columns)} output columns")
@@ -193,78 +217,108 @@ def with_range_ids(df, columns: list[str], boundaries: list[list[list]], out_col
         raise ValueError(f"every group needs cut points for each of the {len(columns)} columns")
     values = [_ref(df, c) for c in columns]
     types = [df.select(v).schema[0].dataType for v in values]
-    cuts = [[group[i] for group in boundaries] for i in range(len(columns))]
-    arrays, los = _private_names(df, "cuts", len(columns)), _private_names(df, "lo", len(columns))
-    out = df.crossJoin(F.broadcast(_cut_rows(df, arrays, types, cuts, grouped)))
+    cuts = [[list(group[i]) for group in boundaries] for i in range(len(columns))]
+    heights = [max(len(c) for c in per_group).bit_length() for per_group in cuts]
+    lookups = _level_lookups(df.sparkSession, types, cuts, heights, grouped)
     group = _ref(df, group_column).cast("int") if grouped else None
-    cut_arrays = [F.get(F.col(a), group) if grouped else F.col(a) for a in arrays]
-    widths = [max(len(per_group) for per_group in per_column) for per_column in cuts]
-    out = out.withColumns({lo: F.lit(0) for lo in los})
-    step = _highest_power_of_two(max(widths, default=0))
-    while step:
+    nodes = _private_names(df, "k", len(columns))
+    out = df.withColumns({k: F.lit(0) for k in nodes})
+    for level in range(max(heights, default=0)):
         out = out.withColumns({
-            lo: F.col(lo) + F.when(F.get(arr, F.col(lo) + (step - 1)) <= v, step).otherwise(0)
-            for lo, arr, v, width in zip(los, cut_arrays, values, widths) if width >= step
+            k: F.col(k) * 2 + _go_right(F.get(levels[level], group) if grouped else levels[level], F.col(k), v)
+            for k, levels, v in zip(nodes, lookups, values) if level < len(levels)
         })
-        step >>= 1
     out = out.withColumns({
-        name: F.when(v.isNull(), 0).otherwise(F.col(lo) + 1).cast("int")
-        for name, lo, v in zip(out_columns, los, values)
+        name: F.when(v.isNull(), 0).otherwise(F.col(k) + 1).cast("int")
+        for name, k, v in zip(out_columns, nodes, values)
     })
-    return out.drop(*arrays, *los)
+    return out.drop(*nodes)
 
 
-def _bits_of(column: Column, bit: int) -> Column:
-    return column.bitwiseAND(F.lit(1 << bit))
+def _go_right(level: Column, node: Column, value: Column) -> Column:
+    """1 when the node's cut point is <= value; 0 for NULL (padding past the level's end, or a
+    NULL value)."""
+    return F.when(F.get(level, node) <= value, 1).otherwise(0)
+
+
+# ---------------------------------------------------------------- curve keys in Spark
+
+
+def _check_key_bits(num_columns: int, bits: int) -> None:
+    if num_columns < 1 or not 1 <= bits <= MAX_BITS or num_columns * bits > MAX_KEY_BITS:
+        raise ValueError(f"{num_columns} columns x {bits} bits do not fit a {MAX_KEY_BITS}-bit key "
+                         f"(1 to {MAX_BITS} bits per column)")
+
+
+def _spread_rounds(n: int, bits: int) -> list[tuple[int, int]]:
+    """(shift, mask) rounds ``x = (x | x << shift) & mask`` that move bit j of x to bit n*j: the
+    generalised 'magic numbers' bit spread, log2(bits) rounds instead of one term per bit."""
+    rounds = []
+    chunk = 1 << ((bits - 1).bit_length() - 1) if bits > 1 else 0
+    while chunk:
+        mask = functools.reduce(int.__or__, (1 << (j + (n - 1) * (j & ~(chunk - 1))) for j in range(bits)))
+        rounds.append((chunk * (n - 1), mask))
+        chunk >>= 1
+    return rounds
+
+
+def _spread(x: Column, n: int, bits: int) -> Column:
+    for shift, mask in _spread_rounds(n, bits):
+        x = x.bitwiseOR(F.shiftleft(x, shift)).bitwiseAND(F.lit(mask))
+    return x
 
 
 def zorder_key(range_id_columns: list[str], bits: int) -> Column:
     """One BIGINT with the ids' low ``bits`` bits interleaved, most significant bit of column 0
-    first (``zorder_index``): a single OR of shifted bit masks."""
+    first (``zorder_index``): each id's bits spread n apart, shifted into place, OR-ed."""
     n = len(range_id_columns)
-    if n * bits > MAX_KEY_BITS:
-        raise ValueError(f"{n} columns x {bits} bits do not fit a {MAX_KEY_BITS}-bit key")
-    ids = [F.col(_quote(c)).cast("long") for c in range_id_columns]
-    # bit j of column i lands at j*n + (n-1-i), i.e. it moves left by j*(n-1) + (n-1-i)
-    terms = [F.shiftleft(_bits_of(c, j), j * (n - 1) + (n - 1 - i))
-             for j in range(bits) for i, c in enumerate(ids)]
-    return functools.reduce(Column.bitwiseOR, terms, F.lit(0).cast("long"))
+    _check_key_bits(n, bits)
+    low = F.lit((1 << bits) - 1)
+    spread = [F.shiftleft(_spread(F.col(_quote(c)).cast("long").bitwiseAND(low), n, bits), n - 1 - i)
+              for i, c in enumerate(range_id_columns)]
+    return functools.reduce(Column.bitwiseOR, spread)
 
 
-def _inverse_undo_step(x: list[str], i: int, q: int) -> dict:
-    """One (q, i) step of AxesToTranspose's first loop as column updates."""
-    x0, xi, p = F.col(x[0]), F.col(x[i]), q - 1
-    hit = xi.bitwiseAND(q) != 0
+def _all_ones_if_bit(x: Column, bit: int) -> Column:
+    """-1 (all ones) when bit ``bit`` of x is set, else 0: shift it to the sign, shift back."""
+    return F.shiftright(F.shiftleft(x, 63 - bit), 63)
+
+
+def _inverse_undo(x: list[str], i: int, bit: int) -> dict:
+    """AxesToTranspose's step for q = 2**bit and axis i, branch-free: if bit q of x_i is set,
+    invert x_0's low bits, else exchange the low bits of x_0 and x_i."""
+    x0, xi, low = F.col(x[0]), F.col(x[i]), F.lit((1 << bit) - 1)
+    hit = _all_ones_if_bit(xi, bit)
     if i == 0:
-        return {x[0]: F.when(hit, x0.bitwiseXOR(p)).otherwise(x0)}
-    t = x0.bitwiseXOR(xi).bitwiseAND(p)
-    return {x[0]: F.when(hit, x0.bitwiseXOR(p)).otherwise(x0.bitwiseXOR(t)),
-            x[i]: F.when(hit, xi).otherwise(xi.bitwiseXOR(t))}
+        return {x[0]: x0.bitwiseXOR(hit.bitwiseAND(low))}
+    diff = x0.bitwiseXOR(xi)
+    return {x[0]: x0.bitwiseXOR(diff.bitwiseOR(hit).bitwiseAND(low)),
+            x[i]: xi.bitwiseXOR(diff.bitwiseAND(low).bitwiseAND(F.bitwise_not(hit)))}
 
 
 def with_hilbert_key(df, range_id_columns: list[str], bits: int, out_column: str):
     """``df`` plus a BIGINT Hilbert index over the ids' low ``bits`` bits (``hilbert_index``):
-    Skilling's AxesToTranspose unrolled into (bits-1)*n + n + 1 projections, then interleaved."""
+    Skilling's AxesToTranspose unrolled into about (bits-1)*n small projections, then the
+    transposed coordinates interleaved as by ``zorder_key``."""
     n = len(range_id_columns)
-    if n * bits > MAX_KEY_BITS:
-        raise ValueError(f"{n} columns x {bits} bits do not fit a {MAX_KEY_BITS}-bit key")
-    mask = (1 << bits) - 1
+    _check_key_bits(n, bits)
+    low = F.lit((1 << bits) - 1)
     if n == 1:
-        return df.withColumn(out_column, F.col(_quote(range_id_columns[0])).cast("long").bitwiseAND(mask))
+        return df.withColumn(out_column, F.col(_quote(range_id_columns[0])).cast("long").bitwiseAND(low))
     x = _private_names(df, "x", n)
     (fix,) = _private_names(df, "t", 1)
-    out = df.withColumns({xi: F.col(_quote(c)).cast("long").bitwiseAND(mask) for xi, c in zip(x, range_id_columns)})
-    q = 1 << (bits - 1)
-    while q > 1:
+    out = df.withColumns({xi: F.col(_quote(c)).cast("long").bitwiseAND(low) for xi, c in zip(x, range_id_columns)})
+    for bit in range(bits - 1, 0, -1):
         for i in range(n):
-            out = out.withColumns(_inverse_undo_step(x, i, q))
-        q >>= 1
+            out = out.withColumns(_inverse_undo(x, i, bit))
     for i in range(1, n):  # Gray encode
         out = out.withColumn(x[i], F.col(x[i]).bitwiseXOR(F.col(x[i - 1])))
-    last = F.col(x[n - 1])
-    out = out.withColumn(fix, functools.reduce(
-        Column.bitwiseXOR,
-        [F.when(_bits_of(last, j) != 0, (1 << j) - 1).otherwise(0) for j in range(1, bits)],
-        F.lit(0).cast("long")))
-    out = out.withColumns({xi: F.col(xi).bitwiseXOR(F.col(fix)) for xi in x})
+    # t = XOR of (2**j - 1) over the set bits j >= 1 of x[n-1]: bit m of t is the parity of
+    # x[n-1]'s bits above m, a suffix parity taken in log2(bits) shift-xor rounds
+    out = out.withColumn(fix, F.col(x[n - 1]))
+    shift = 1
+    while shift < bits:
+        out = out.withColumn(fix, F.col(fix).bitwiseXOR(F.shiftright(F.col(fix), shift)))
+        shift <<= 1
+    out = out.withColumns({xi: F.col(xi).bitwiseXOR(F.shiftright(F.col(fix), 1)) for xi in x})
     return out.withColumn(out_column, zorder_key(x, bits)).drop(*x, fix)

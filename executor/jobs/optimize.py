@@ -1,6 +1,7 @@
-"""OPTIMIZE t [WHERE partition-predicate] and REORG TABLE t [WHERE ...] APPLY (PURGE):
-bin-packing compaction.
+"""OPTIMIZE t [WHERE partition-predicate] [ZORDER BY (cols)] / OPTIMIZE t [FULL] of a clustered
+table, and REORG TABLE t [WHERE ...] APPLY (PURGE).
 
+Bin-packing (OPTIMIZE, REORG PURGE):
 Per partition, the candidate files -- smaller than the target size, or carrying a deletion
 vector that hides more than ``MAX_DELETED_ROWS_RATIO`` of their rows (REORG PURGE: every file
 with a deletion vector) -- are packed, smallest first, into bins of at most the target size
@@ -18,7 +19,14 @@ UPDATE/DELETE/MERGE on an input is carried across the rewrite in either commit o
 (executor/txn/compaction.py). Without deletion vectors Delta's conflicts stand: the
 compaction losing to such a write gets ConcurrentDeleteReadException, a write losing to it
 ConcurrentDeleteDeleteException; two compactions of one file always conflict.
-Z-ordering and clustering are not implemented yet.
+
+ZORDER BY rewrites every file of each chosen partition (one left alone when all its files are
+already Z-ordered by the same columns); on a clustered table OPTIMIZE clusters the files not
+yet clustered by its columns (FULL: all of them) on a Hilbert curve. The rows' order comes
+from jobs/clustered_rewrite.py. With row tracking enabled the outputs keep every row's stable
+id, and a concurrent deletion vector is carried through the rewrite by id
+(txn/row_id_layout.py); without it Delta's conflicts stand. On tables with row tracking
+enabled, bin-packing materialises the ids too.
 """
 
 from __future__ import annotations
@@ -36,7 +44,7 @@ from isolde.executor import properties as P
 from isolde.executor import schema as S
 from isolde.executor.jobs import executes
 from isolde.executor.log.actions import now_ms
-from isolde.executor.results import CommitResult, PreparedWrite
+from isolde.executor.results import CommitResult, OptimizeResult, PreparedWrite
 from isolde.executor.jobs.clustered_rewrite import HILBERT, ZORDER
 from isolde.executor.txn import row_tracking
 from isolde.executor.txn.compaction import LAYOUT_TAG, layout_tag
@@ -225,7 +233,52 @@ def _curve_groups(ctx, handle, snap, groups, columns, target, hidden, curve):
     return [(dict(g[0].partition_values or {}), rows_of(g)) for g in groups]
 
 
-def _rewrite(ctx, handle, txn, snap, *, where_sql, bins, groups, tag, operation, params, hidden, add_fields=None):
+def _size_stats(files) -> dict:
+    sizes = [int(f.size or 0) for f in files]
+    return {"min": min(sizes) if sizes else None, "max": max(sizes) if sizes else None,
+            "avg": sum(sizes) / len(sizes) if sizes else 0.0, "totalFiles": len(sizes), "totalSize": sum(sizes)}
+
+
+def result_metrics(snap, inputs, adds, *, considered: int, groups: int, layout: str, columns, started_ms: int,
+                   parallelism: int) -> dict:
+    """Delta's OPTIMIZE result ``metrics`` struct (OptimizeMetrics), for the result row."""
+    removed_dv = [f for f in inputs if f.deletion_vector is not None]
+    moved = {"num": len(inputs), "size": sum(int(f.size or 0) for f in inputs)}
+    merged = {"num": len(adds), "size": sum(int(a.size or 0) for a in adds)}
+    fields = S.metadata_schema(snap.metadata).fields
+    return {
+        "numFilesAdded": len(adds),
+        "numFilesRemoved": len(inputs),
+        "filesAdded": _size_stats(adds),
+        "filesRemoved": _size_stats(inputs),
+        "partitionsOptimized": len({json.dumps(sorted((f.partition_values or {}).items())) for f in inputs}),
+        "zOrderStats": {"strategyName": "all", "inputCubeFiles": {"num": 0, "size": 0}, "inputOtherFiles": moved,
+                        "inputNumCubes": 0, "mergedFiles": merged, "numOutputCubes": len(adds),
+                        "zOrderBy": list(columns)} if layout == ZORDER and inputs else None,
+        "clusteringStats": {"inputZCubeFiles": {"numFiles": 0, "size": 0},
+                            "inputOtherFiles": {"numFiles": moved["num"], "size": moved["size"]},
+                            "inputNumZCubes": 0, "mergedFiles": {"numFiles": merged["num"], "size": merged["size"]},
+                            "numOutputZCubes": 1 if adds else 0, "clusterBy": list(columns)}
+        if layout == HILBERT and inputs else None,
+        "numBatches": groups,
+        "totalConsideredFiles": considered,
+        "totalFilesSkipped": considered - len(inputs),
+        "preserveInsertionOrder": layout == "bin-pack",
+        "numFilesSkippedToReduceWriteAmplification": 0,
+        "numBytesSkippedToReduceWriteAmplification": 0,
+        "startTimeMs": started_ms,
+        "endTimeMs": now_ms(),
+        "totalClusterParallelism": parallelism,
+        "totalScheduledTasks": groups,
+        "deletionVectorStats": {"numDeletionVectorsRemoved": len(removed_dv),
+                                "numDeletionVectorRowsRemoved": sum(f.deletion_vector.cardinality for f in removed_dv)},
+        "numTableColumns": len(fields),
+        "numTableColumnsWithStats": len(stats_columns(snap.metadata)),
+    }
+
+
+def _rewrite(ctx, handle, txn, snap, *, where_sql, bins, groups, tag, operation, params, hidden, add_fields=None,
+             considered: int = 0, layout: str = "bin-pack", columns=()):
     """Write the groups, tag the outputs, and return the PreparedWrite that commits
     inputs-removed / outputs-added, all dataChange=false."""
     from isolde.executor.writer import write_partition_groups
@@ -233,6 +286,7 @@ def _rewrite(ctx, handle, txn, snap, *, where_sql, bins, groups, tag, operation,
     inputs = [f for b in bins for f in b]
     txn.record_read(None, where_sql, files=inputs)  # exactly the files it rewrites
     started = time.perf_counter()
+    started_ms = now_ms()
     written = None
     if groups:
         written = write_partition_groups(ctx, groups, handle.path, snap.metadata, data_change=False, hidden=hidden)
@@ -246,13 +300,17 @@ def _rewrite(ctx, handle, txn, snap, *, where_sql, bins, groups, tag, operation,
     actions += list(written.adds) if written is not None else []
     metrics = operation_metrics(inputs, written.adds if written is not None else [])
 
+    spark = getattr(ctx, "spark", None)
+    parallelism = spark.sparkContext.defaultParallelism if spark is not None else 1
+    result = result_metrics(snap, inputs, written.adds if written is not None else [], considered=considered,
+                            groups=len(groups), layout=layout, columns=columns, started_ms=started_ms,
+                            parallelism=parallelism)
+
     def commit() -> CommitResult:
-        if not actions:  # nothing to rewrite: nothing committed, the version stays
-            return CommitResult(version=snap.version, operation=operation, metrics=dict(metrics), table=handle.name,
-                                elapsed_s=time.perf_counter() - started)
-        version = P.txn_commit(txn, actions, operation, params, metrics)
-        return CommitResult(version=version, operation=operation, metrics=dict(metrics), table=handle.name,
-                            elapsed_s=time.perf_counter() - started)
+        # nothing to rewrite: nothing committed, the version stays
+        version = P.txn_commit(txn, actions, operation, params, metrics) if actions else snap.version
+        return OptimizeResult(version=version, operation=operation, metrics=dict(metrics), table=handle.name,
+                              elapsed_s=time.perf_counter() - started, path=handle.path, result_metrics=result)
 
     staged = list(written.staged_paths) if written is not None else []
     return PreparedWrite(operation=operation, table=handle.name, commit_fn=commit, staged_paths=staged,
@@ -263,7 +321,8 @@ def _compact(ctx, stmt, handle, txn, snap, *, purge: bool):
     verb = "REORG TABLE" if purge else "OPTIMIZE"
     where_sql = partition_filter_sql(stmt, snap.metadata, verb)
     target = target_file_size(ctx, snap.metadata)
-    bins = plan_bins(_considered(snap, where_sql), target, purge=purge)
+    considered = _considered(snap, where_sql)
+    bins = plan_bins(considered, target, purge=purge)
     hidden = row_tracking.materialized_columns(snap.metadata) or ()
     groups = []
     if bins:
@@ -278,7 +337,7 @@ def _compact(ctx, stmt, handle, txn, snap, *, purge: bool):
                   "zOrderBy": "[]"}
     return _rewrite(ctx, handle, txn, snap, where_sql=where_sql, bins=bins, groups=groups,
                     tag=lambda add, inputs: _tagged(add, inputs, files), operation=operation, params=params,
-                    hidden=hidden)
+                    hidden=hidden, considered=len(considered))
 
 
 def _stable_ids_tag(hidden):
@@ -296,7 +355,8 @@ def _zorder(ctx, stmt, handle, txn, snap):
     target = target_file_size(ctx, snap.metadata)
     marker = json.dumps(columns)
     by_partition: dict = {}
-    for f in _considered(snap, where_sql):
+    considered = _considered(snap, where_sql)
+    for f in considered:
         by_partition.setdefault(json.dumps(sorted((f.partition_values or {}).items())), []).append(f)
     # a partition already Z-ordered by these columns, with nothing added or deleted since, is left alone
     bins = [sorted(fs, key=lambda f: f.path) for _, fs in sorted(by_partition.items())
@@ -308,7 +368,8 @@ def _zorder(ctx, stmt, handle, txn, snap):
     return _rewrite(ctx, handle, txn, snap, where_sql=where_sql, bins=bins, groups=groups,
                     tag=lambda add, _: dataclasses.replace(
                         add, tags={**(add.tags or {}), ZORDER_TAG: marker, **_stable_ids_tag(hidden)}),
-                    operation="OPTIMIZE", params=params, hidden=hidden)
+                    operation="OPTIMIZE", params=params, hidden=hidden, considered=len(considered), layout=ZORDER,
+                    columns=columns)
 
 
 def _cluster(ctx, stmt, handle, txn, snap, columns: list[str]):
@@ -332,7 +393,8 @@ def _cluster(ctx, stmt, handle, txn, snap, columns: list[str]):
                     tag=lambda add, _: dataclasses.replace(
                         add, tags={**(add.tags or {}), CLUSTERED_BY_TAG: marker, **_stable_ids_tag(hidden)}),
                     operation="OPTIMIZE", params=params, hidden=hidden,
-                    add_fields={"clustering_provider": CLUSTERING_PROVIDER})
+                    add_fields={"clustering_provider": CLUSTERING_PROVIDER}, considered=len(snap.all_files),
+                    layout=HILBERT, columns=columns)
 
 
 def layout_columns(metadata, names, clause: str) -> list[str]:

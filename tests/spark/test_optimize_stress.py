@@ -1,5 +1,5 @@
-"""OPTIMIZE in a loop while writers run DML (issue 20): on a deletion-vector table the
-compaction never fails, no row is lost or resurrected, and the table (isolde and delta-rs)
+"""OPTIMIZE (bin-packing, ZORDER BY, clustering) in a loop while writers run DML (issue 20): on
+a deletion-vector table the rewrite never fails, no row is lost or resurrected, and the table (isolde and delta-rs)
 equals the serial replay of the committed DML in log order. ISOLDE_STRESS_SECONDS lengthens
 it (default 20, split over the two tables)."""
 
@@ -18,12 +18,22 @@ pytestmark = pytest.mark.slow
 KEYS = 24
 
 
-@pytest.mark.parametrize("partitioned", [False, True], ids=["row-level", "file-level"])
-def test_optimize_in_a_loop_beside_writers(session, partitioned, delta_rows, table_path):
+LAYOUTS = {  # (partitioned, extra DDL, table properties, the maintenance statement)
+    "bin-pack-row-level": (False, "", "", "OPTIMIZE c"),
+    "bin-pack-file-level": (True, "", "", "OPTIMIZE c"),
+    # clustering rewrites carry concurrent deletion vectors through row ids (row tracking)
+    "zorder": (False, "", ", 'delta.enableRowTracking' = 'true'", "OPTIMIZE c ZORDER BY (n, id)"),
+    "clustering": (False, " CLUSTER BY (id, n)", "", "OPTIMIZE c"),
+}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_optimize_in_a_loop_beside_writers(session, layout, delta_rows, table_path):
     s = session
+    partitioned, ddl, props, optimize = LAYOUTS[layout]
     seconds = float(os.environ.get("ISOLDE_STRESS_SECONDS", "20")) / 2
-    s.execute("CREATE TABLE c (id INT, n INT, d STRING)" + (" PARTITIONED BY (d)" if partitioned else "")
-              + " TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    s.execute("CREATE TABLE c (id INT, n INT, d STRING)" + (" PARTITIONED BY (d)" if partitioned else "") + ddl
+              + f" TBLPROPERTIES ('delta.enableDeletionVectors' = 'true'{props})")
     for start in range(0, KEYS, 4):  # small files for the compaction to find
         s.execute("INSERT INTO c VALUES " + ", ".join(f"({i}, 0, 'p{i % 2}')" for i in range(start, start + 4)))
     base = s.execute("DESCRIBE HISTORY c").first().version
@@ -69,7 +79,7 @@ def test_optimize_in_a_loop_beside_writers(session, partitioned, delta_rows, tab
     def optimizer():
         while time.time() < deadline:
             try:
-                r = s.execute("OPTIMIZE c")
+                r = s.execute(optimize)
             except BaseException as e:  # on a deletion-vector table the compaction never fails
                 with lock:
                     errors.append(("OPTIMIZE", repr(e)))
@@ -103,4 +113,4 @@ def test_optimize_in_a_loop_beside_writers(session, partitioned, delta_rows, tab
     assert got == sorted(model.items())  # nothing lost, nothing resurrected, no duplicate key
     assert sorted((i, n) for i, n in delta_rows(table_path(s, "c"), ["id", "n"])) == got
     assert counts["optimized"] > 0 and counts["committed"] > 0
-    print(f"\n{'file' if partitioned else 'row'} level: {counts}")
+    print(f"\n{layout}: {counts}")

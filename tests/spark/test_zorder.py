@@ -94,6 +94,14 @@ def test_zorder_clusters_both_columns_and_keeps_every_row(session, table_path, d
     assert json.loads(info["operationParameters"]["zOrderBy"]) == ["a", "b"]
     adds = [a["add"] for a in actions if "add" in a]
     assert all(not a["dataChange"] and json.loads(a["tags"]["isolde.zOrderBy"]) == ["a", "b"] for a in adds)
+    # Delta's result row: the table's path and a metrics struct
+    row = r.first()
+    assert row.path == path and r.columns == ["path", "metrics"]
+    m = row.metrics
+    assert m.numFilesAdded == files and m.numFilesRemoved == written == m.totalConsideredFiles
+    assert m.filesAdded.totalFiles == files and m.filesAdded.totalSize == r.metrics["numAddedBytes"]
+    assert m.zOrderStats.zOrderBy == ["a", "b"] and m.clusteringStats is None
+    assert m.partitionsOptimized == 1 and m.preserveInsertionOrder is False
     # the same ZORDER again: nothing to do, nothing committed
     again = s.execute("OPTIMIZE t ZORDER BY (a, b)")
     assert again.version == r.version and again.metrics["numAddedFiles"] == 0
@@ -159,6 +167,7 @@ def test_clustering_is_incremental_and_full_reclusters_everything(session, table
     actions = _log_actions(path, r.version)
     adds = [a["add"] for a in actions if "add" in a]
     assert all(a["clusteringProvider"] == "liquid" for a in adds)
+    assert r.first().metrics.clusteringStats.clusterBy == ["a", "b"]
     info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
     assert json.loads(info["operationParameters"]["clusterBy"]) == ["a", "b"]
     assert _rows(s) == before == sorted(delta_rows(path, ["id", "a", "b"]))
