@@ -99,6 +99,8 @@ def hilbert_index(coords: list[int], bits: int) -> int:
 def hilbert_keys(ids: np.ndarray, bits: int) -> np.ndarray:
     """Hilbert keys of rows of range ids (shape rows x n), vectorised like ``with_hilbert_key``."""
     n = ids.shape[1]
+    if n == 1:
+        return ids[:, 0].astype(np.int64)
     table, state_bits = hilbert_table(n)
     lookup = np.array(table, dtype=np.int64)
     state = np.zeros(len(ids), dtype=np.int64)
