@@ -309,6 +309,90 @@ class ShowTables(Statement):
     pattern: Optional[str] = None
 
 
+@dataclass(frozen=True)
+class ShowDatabases(Statement):
+    """``SHOW DATABASES | SCHEMAS [[LIKE] 'pattern']``."""
+
+    pattern: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ShowViews(Statement):
+    database: Optional[str] = None
+    pattern: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ShowColumns(Statement):
+    """``SHOW COLUMNS {IN | FROM} t [{IN | FROM} db]``."""
+
+    table: TableRef
+    database: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ShowCreateTable(Statement):
+    table: TableRef
+
+
+@dataclass(frozen=True)
+class CreateView(Statement):
+    """``CREATE [OR REPLACE] [TEMP | TEMPORARY] VIEW [IF NOT EXISTS] v [(cols)] AS query``.
+
+    ``columns`` renames the query's output columns (``column_comments`` aligned with them,
+    None where a column has no comment)."""
+
+    view: TableRef
+    query: Query
+    columns: tuple[str, ...] = ()
+    column_comments: tuple[Optional[str], ...] = ()
+    or_replace: bool = False
+    temporary: bool = False
+    if_not_exists: bool = False
+    comment: Optional[str] = None
+    properties: tuple[Property, ...] = ()
+
+
+@dataclass(frozen=True)
+class DropView(Statement):
+    view: TableRef
+    if_exists: bool = False
+
+
+@dataclass(frozen=True)
+class TruncateTable(Statement):
+    table: TableRef
+
+
+@dataclass(frozen=True)
+class CreateTableLike(Statement):
+    """``CREATE TABLE [IF NOT EXISTS] t LIKE src [USING delta] [TBLPROPERTIES] [LOCATION]``."""
+
+    table: TableRef
+    source: TableRef
+    if_not_exists: bool = False
+    using: Optional[str] = None
+    location: Optional[str] = None
+    properties: tuple[Property, ...] = ()
+
+
+@dataclass(frozen=True)
+class CopyInto(Statement):
+    """Databricks' idempotent load: ``COPY INTO t FROM 'path' | (SELECT exprs FROM 'path')
+    FILEFORMAT = fmt [FILES = (...) | PATTERN = 'glob'] [FORMAT_OPTIONS (...)]
+    [COPY_OPTIONS (...)]``. ``select`` is the projection over the files (its FROM is the
+    placeholder table ``__copy_source``), None for all columns."""
+
+    table: TableRef
+    source: str
+    file_format: str
+    select: Optional[Query] = None
+    files: tuple[str, ...] = ()
+    pattern: Optional[str] = None
+    format_options: tuple[Property, ...] = ()
+    copy_options: tuple[Property, ...] = ()
+
+
 # ALTER TABLE: one statement class per action.
 
 

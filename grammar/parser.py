@@ -28,7 +28,8 @@ from lark.parsers.lalr_analysis import Shift
 from isolde.errors import ParseError
 
 from .ast import Select, Statement
-from .lexer import QUERY_START, SLOTS, SqlLexer, SqlLexerError, Tok, shifts
+from . import typos
+from .lexer import QUERY_START, QUERY_WORDS, SLOTS, SqlLexer, SqlLexerError, Tok, shifts
 from .slots import construct, error_at, query
 from .splitter import StatementText, split_statements
 from .transformer import BUILDER, callbacks
@@ -156,9 +157,22 @@ def _syntax_error(sql: str, e: UnexpectedInput, end: int) -> ParseError:
         text = sql[offset]
         description = f"unexpected character {text!r}"
         expected = _expected(e.allowed or (), e.state)
+    typo = _keyword_typo(text, expected) if len(expected) > 1 else None
+    if typo:
+        description += f" (did you mean {typo}?)"
     if expected:
         description += f", expected {_join(expected)}"
     return error_at(sql, offset, description, text, expected)
+
+
+def _keyword_typo(text, expected: list[str]):
+    """The expected keyword the unexpected word misspells (SELEC -> SELECT), if any."""
+    if not text or not (text[0].isalpha() or text[0] == "_"):
+        return None
+    keywords = [e.strip("'") for e in expected if e.startswith("'")]
+    if "a query" in expected:
+        keywords += sorted(QUERY_WORDS)
+    return typos.suggest(text, keywords)
 
 
 def _expected(terminals, parser_state) -> list[str]:

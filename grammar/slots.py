@@ -30,6 +30,7 @@ from isolde.errors import ParseError, caret_excerpt
 
 from .ast import Expr, Query, Span, TableRef
 from .dialect import DIALECT as ISOLDE_DIALECT, needs_quotes
+from . import typos
 from .splitter import COMMENT, STRING, UNTERMINATED
 
 DIALECT = ISOLDE_DIALECT
@@ -206,9 +207,14 @@ def _parse(source: str, token, into):
         return parser.parse_into(into, tokens, text)[0] if into else parser.parse(tokens, text)[0]
     except sqlglot.errors.ParseError as e:
         info = e.errors[0] if e.errors else {}
-        offset = token.start_pos + len(info.get("start_context") or "")
+        at = len(info.get("start_context") or "")
+        typo = typos.slot_typo(text, at)
+        if typo is not None:
+            where, word, keyword = typo
+            raise error_at(source, token.start_pos + where, f"unexpected {word!r}. Did you mean {keyword}?",
+                           word) from None
         description = _TOKEN_REPR.sub("the end", info.get("description") or str(e))
-        raise error_at(source, offset, description, info.get("highlight") or None) from None
+        raise error_at(source, token.start_pos + at, description, info.get("highlight") or None) from None
     except RecursionError:
         raise error_at(source, token.start_pos, f"the expression nests too deeply: isolde parses up to about "
                        f"{MAX_NESTING} levels of parentheses and subqueries", text.split(None, 1)[0]) from None

@@ -17,7 +17,12 @@ from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 from . import ast as a
+from .lexer import Tok
 from .slots import construct, error_at, expression, query, span_at, table_ref
+
+# COPY INTO's SELECT reads the files through this placeholder table name.
+COPY_SOURCE = "__copy_source"
+_COPY_FROM = re.compile(r"\bFROM\s+(?P<path>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\s*$", re.I | re.S)
 
 
 class Clause(NamedTuple):
@@ -61,6 +66,15 @@ STATEMENTS = {
     "set_config": (a.SetConfig, {}, {}),
     "reset_config": (a.ResetConfig, {}, {}),
     "explain": (a.Explain, {}, {}),
+    "show_databases": (a.ShowDatabases, {}, {}),
+    "show_views": (a.ShowViews, {}, {}),
+    "show_columns": (a.ShowColumns, {}, {}),
+    "show_create_table": (a.ShowCreateTable, {}, {}),
+    "create_view": (a.CreateView, {}, {"table": "view"}),
+    "drop_view": (a.DropView, {}, {"table": "view"}),
+    "truncate_table": (a.TruncateTable, {}, {}),
+    "create_table_like": (a.CreateTableLike, {}, {}),
+    "copy_into": (a.CopyInto, {}, {}),
 }
 
 # rule -> (node class, constant fields, field of the parent it fills)
@@ -95,7 +109,18 @@ CLAUSES = {
     "replace_where": ("replace_where", lambda b, m, c: b._expr(c[0])),
     "alias": ("alias", lambda b, m, c: c[0]),
     "target_alias": ("target_alias", lambda b, m, c: c[0]),
-    "source_alias": ("source_alias", lambda b, m, c: c[0]),
+    "source_alias": ("source_alias", lambda b, m, c: (c[0], c[1]) if len(c) > 1 else c[0]),
+    "table_source": ("source", lambda b, m, c: b._table_query(c[0].value)),
+    "like_source": ("source", lambda b, m, c: c[0].value),
+    "temporary": ("temporary", lambda b, m, c: True),
+    "view_columns": ("columns", lambda b, m, c: tuple(c)),
+    "copy_path": ("source", lambda b, m, c: c[0]),
+    "copy_select": ("select", lambda b, m, c: b._copy_select(m, c[0])),
+    "file_format": ("file_format", lambda b, m, c: c[0].upper()),
+    "copy_files": ("files", lambda b, m, c: tuple(c)),
+    "copy_pattern": ("pattern", lambda b, m, c: c[0]),
+    "format_options": ("format_options", lambda b, m, c: c[0]),
+    "copy_options": ("copy_options", lambda b, m, c: c[0]),
     "assignments": ("assignments", lambda b, m, c: tuple(c)),
     "where": ("where", lambda b, m, c: b._expr(c[0])),
     "optimize_where": ("where", lambda b, m, c: b._expr(c[0])),
@@ -164,6 +189,8 @@ VALUES = {
     "assignment": lambda b, m, c: a.Assignment(c[0], b._expr(c[1]), span=b._span(m)),
     "column_def": lambda b, m, c: b._node(a.ColumnDef, m, c[2:], {"name": c[0], "data_type": c[1]}),
     "convert_column": lambda b, m, c: a.ColumnDef(c[0], c[1], span=b._span(m)),
+    "column_aliases": lambda b, m, c: tuple(c),
+    "view_column": lambda b, m, c: (c[0], c[1].value if len(c) > 1 else None),
     "identity_options": lambda b, m, c: c,
     "signed_int": lambda b, m, c: int("".join(c)),
     "simple_type": lambda b, m, c: c[0].upper() + (f"({','.join(c[1:])})" if len(c) > 1 else ""),
@@ -256,6 +283,29 @@ class Builder(threading.local):
             return a.TableRef(path=parts[1], span=table.span)
         return table
 
+    def _derived_query(self, text: str, span) -> a.Query:
+        """A query isolde writes for the user (``TABLE src``, a MERGE source with column
+        aliases), parsed like any query and given the span of what the user wrote."""
+        q = query(text, Tok("QUERY", text, 0, len(text)))
+        return construct(a.Query, {"sql": text, "tree": q.tree, "tables": q.tables, "span": span})
+
+    def _table_query(self, table: a.TableRef) -> a.Query:
+        """``INSERT INTO t TABLE src`` reads ``SELECT * FROM src``."""
+        return self._derived_query("SELECT * FROM " + self.text[table.span.start : table.span.end], table.span)
+
+    def _copy_select(self, meta, soup) -> tuple:
+        """``(SELECT exprs FROM 'path')`` of COPY INTO -> (query over ``__copy_source``, path)."""
+        tail = _COPY_FROM.search(soup.value)
+        if tail is None:
+            raise error_at(self.text, soup.end_pos, "COPY INTO's SELECT must end with FROM 'path'", None)
+        start = meta.start_pos + 1  # after '('
+        while self.text[start].isspace():
+            start += 1
+        text = self.text[start : soup.start_pos + tail.start()].rstrip() + " FROM " + COPY_SOURCE
+        q = query(text, Tok("QUERY", text, 0, len(text)))
+        return construct(a.Query, {"sql": text, "tree": q.tree, "tables": (), "span": self._span(meta)}), \
+            unquote(tail.group("path"))
+
     def _struct_field(self, c) -> str:
         name, data_type, *options = c
         text = f"{name}: {data_type}"
@@ -296,6 +346,46 @@ def _check_create(builder: Builder, children, meta):
         raise builder._error(flags["if_not_exists"].meta, "OR REPLACE and IF NOT EXISTS cannot be used together")
 
 
+def _fold_source_columns(builder: Builder, children, meta):
+    """``USING (VALUES ...) AS s(a, b)`` / ``USING src AS s(a, b)``: the source becomes
+    ``SELECT * FROM <source> AS s(a, b)``, so the executor sees an ordinary query source."""
+    for i, clause in enumerate(children):
+        if clause.field == "source_alias" and isinstance(clause.value, tuple):
+            alias, columns = clause.value
+            j, source = next((j, c) for j, c in enumerate(children) if c.field == "source")
+            start = source.meta.start_pos
+            text = builder.text[start : clause.meta.end_pos]
+            body = builder.text[start : source.meta.end_pos]
+            quoted = [f"`{n.replace('`', '``')}`" for n in columns]
+            wrapped = f"SELECT * FROM {body} AS `{alias.replace('`', '``')}`({', '.join(quoted)})"
+            children[j] = Clause("source", builder._derived_query(wrapped, span_at(builder.text, start, len(text) + start)),
+                                 source.meta)
+            children[i] = Clause("source_alias", alias, clause.meta)
+
+
+def _split_view_columns(builder: Builder, children, meta):
+    for i, clause in enumerate(children):
+        if clause.field == "columns":
+            names = tuple(n for n, _ in clause.value)
+            comments = tuple(c for _, c in clause.value)
+            children[i] = Clause("columns", names, clause.meta)
+            if any(c is not None for c in comments):
+                children.append(Clause("column_comments", comments, clause.meta))
+
+
+def _split_copy_select(builder: Builder, children, meta):
+    for i, clause in enumerate(children):
+        if clause.field == "select":
+            select, path = clause.value
+            children[i] = Clause("select", select, clause.meta)
+            children.append(Clause("source", path, clause.meta))
+    if not any(c.field == "file_format" for c in children):
+        raise error_at(builder.text, meta.end_pos, "COPY INTO needs FILEFORMAT = CSV | JSON | PARQUET | ...", None,
+                       ("'FILEFORMAT'",))
+
+
+REWRITES = {"merge": _fold_source_columns, "create_view": _split_view_columns, "copy_into": _split_copy_select}
+
 CHECKS = {"merge": _check_merge, "create_table": _check_create, "replace_table": _check_create, "clone": _check_create}
 
 
@@ -317,12 +407,15 @@ BUILDER = Builder()
 def _statement(rule):
     cls, constants, renames = STATEMENTS[rule]
     check = CHECKS.get(rule)
+    rewrite = REWRITES.get(rule)
 
     def build(b, m, c):
         if rule == "explain":
             c = [v if isinstance(v, Clause) else Clause("statement", v, m) for v in c]
         if check:
             check(b, c, m)
+        if rewrite:
+            rewrite(b, c, m)
         values = b._fields(cls, c, constants, renames)
         values["span"] = b._span(m)
         values["text"] = b._source(m)
