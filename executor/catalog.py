@@ -297,6 +297,8 @@ class Catalog:
                                  version=ref.version, timestamp=ref.timestamp)
         if must_exist and not handle.exists:
             raise TableNotFoundError(display, self.candidates(database, current_database))
+        if not must_exist:
+            self.ensure_not_view(handle)
         return handle
 
     def candidates(self, database: str, current_database: str) -> list[str]:
@@ -332,6 +334,15 @@ class Catalog:
     def ensure_absent(self, handle: TableHandle) -> None:
         if self.exists(handle):
             raise TableAlreadyExistsError(handle.name)
+
+    def ensure_not_view(self, handle: TableHandle) -> None:
+        """A name about to become a table is not a view's (they share a database's namespace)."""
+        from isolde.executor.views import view_exists
+
+        if handle.database and handle.table and view_exists(self, handle.database, handle.table):
+            raise AnalysisError(f"Cannot create table `{handle.name}`: a view of that name exists. Drop the view "
+                                "(DROP VIEW) or choose another name.", error_class="TABLE_OR_VIEW_ALREADY_EXISTS",
+                                sqlstate="42P07")
 
     def drop_table(self, handle: TableHandle) -> None:
         """Managed: delete the folder. External: forget the registration, keep the data.
