@@ -111,6 +111,10 @@ def log4j2_config_path() -> str:
     return path
 
 
+#: Spark's own catalog folder inside an isolde warehouse (a hidden name: never a database)
+SPARK_WAREHOUSE_DIR = ".spark-catalog"
+
+
 def default_conf(master: Optional[str] = None) -> dict:
     java_opts = f"{java_options()} {THREAD_STACK} {JIT_HUGE_METHODS} -Dlog4j2.configurationFile=file:{log4j2_config_path()}"
     return {
@@ -129,6 +133,9 @@ def default_conf(master: Optional[str] = None) -> dict:
         "spark.sql.parquet.compression.codec": "snappy",
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
         "spark.sql.sources.parallelPartitionDiscovery.threshold": "100000",
+        # Without a session's warehouse (a bare get_spark()), Spark's catalog folder goes to the
+        # temp dir rather than spark-warehouse/ in the working directory.
+        "spark.sql.warehouse.dir": os.path.join(tempfile.gettempdir(), f"isolde-spark-catalog-{os.getuid()}"),
     }
 
 
