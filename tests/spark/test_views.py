@@ -156,3 +156,9 @@ def test_insert_into_table_src(orders):
     assert r.version == 1
     orders.execute("INSERT OVERWRITE orders2 TABLE orders")
     assert _rows(orders.execute("SELECT * FROM orders2")) == _rows(orders.execute("SELECT * FROM orders"))
+
+
+def test_explain_sees_through_views(orders):
+    orders.execute("CREATE VIEW v AS SELECT * FROM orders WHERE amount > 6")
+    for text in (orders.explain("SELECT id FROM v"), "\n".join(r[0] for r in orders.execute("EXPLAIN SELECT id FROM v").collect())):
+        assert "orders @ version 1:" in text and "pruned by: amount > 6" in text  # the view's filter skips files
