@@ -135,7 +135,7 @@ def list_views(ctx, database: Optional[str] = None) -> list[tuple[str, str, bool
 
 def lookup(ctx, ref: ast.TableRef) -> Optional[ViewDefinition]:
     """The view ``ref`` names, or None when it names a table or nothing (Spark's order: a
-    temporary view, then the database's table, then its view)."""
+    temporary view, then the database's table or view)."""
     if ref.path is not None or not ref.parts:
         return None
     parts = tuple(p.lower() for p in ref.parts)
@@ -146,14 +146,7 @@ def lookup(ctx, ref: ast.TableRef) -> Optional[ViewDefinition]:
     if len(parts) > 2:
         return None
     database = parts[0] if len(parts) == 2 else ctx.current_database.lower()
-    try:
-        if not ctx.catalog.database_exists(database):
-            return None
-        if ctx.catalog.list_tables(database) and parts[-1] in ctx.catalog.list_tables(database):
-            return None
-    except AnalysisError:
-        return None
-    return read_persistent(ctx.catalog, database, parts[-1])
+    return read_persistent(ctx.catalog, database, parts[-1])  # (CREATE keeps view and table names apart)
 
 
 def view_exists(catalog, database: str, name: str) -> bool:
