@@ -14,12 +14,13 @@ from isolde.grammar import ast
 _WRITES = tuple(getattr(ast, n) for n in (
     "Insert", "Update", "Delete", "Merge", "CreateTable", "CloneTable", "SetTblProperties", "UnsetTblProperties",
     "AddColumns", "DropFeature", "AlterClusterBy", "SyncIdentity", "AddConstraint", "DropConstraint", "Optimize",
-    "Reorg", "Restore", "ConvertToDelta"))
+    "Reorg", "Restore", "ConvertToDelta", "CopyInto", "TruncateTable", "CreateTableLike"))
 _QUERIES = (ast.Select, ast.Explain)
 _METADATA = tuple(getattr(ast, n) for n in ("DescribeHistory", "DescribeDetail", "DescribeTable", "ShowTblProperties",
-                                            "ShowTables", "Vacuum"))
+                                            "ShowTables", "Vacuum", "ShowDatabases", "ShowViews",
+                                            "ShowColumns", "ShowCreateTable"))
 _SESSION = (ast.SetConfig, ast.ResetConfig, ast.Use)
-_DDL = (ast.DropTable, ast.CreateDatabase, ast.DropDatabase)
+_DDL = (ast.DropTable, ast.CreateDatabase, ast.DropDatabase, ast.CreateView, ast.DropView)
 
 
 def classify(stmt) -> str:

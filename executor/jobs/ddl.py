@@ -169,10 +169,12 @@ def run_create_table(ctx, stmt: ast.CreateTable):
                                     error_class="INSERT_COLUMN_ARITY_MISMATCH")
             struct = declared
     else:
-        if not stmt.columns:
-            raise AnalysisError(f"CREATE TABLE {handle.name} needs a column list or AS SELECT.",
-                                error_class="DELTA_SCHEMA_NOT_PROVIDED", sqlstate="42908")
-        struct = S.columns_to_struct(stmt.columns)
+        if not stmt.columns and (stmt.partitioned_by or stmt.cluster_by):
+            raise AnalysisError(f"CREATE TABLE {handle.name} needs a column list or AS SELECT to be partitioned "
+                                "or clustered.", error_class="DELTA_SCHEMA_NOT_PROVIDED", sqlstate="42908")
+        # no columns: Databricks' schemaless placeholder table, whose schema the first
+        # COPY INTO ... COPY_OPTIONS ('mergeSchema' = 'true') sets
+        struct = S.columns_to_struct(stmt.columns) if stmt.columns else T.StructType([])
     names = [check_identifier(f.name, "column") for f in struct.fields]  # CTAS names come from the query
     partition_cols = [resolve_column(c, names, handle.name) for c in stmt.partitioned_by]
     cluster_cols = [resolve_column(c, names, handle.name) for c in stmt.cluster_by]
