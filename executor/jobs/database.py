@@ -42,12 +42,20 @@ def _like(name: str, pattern: str) -> bool:
 
 @executes(ast.ShowTables)
 def run_show_tables(ctx, stmt: ast.ShowTables) -> QueryResult:
-    database = stmt.database or ctx.current_database
-    names = ctx.catalog.list_tables(database)
+    """Spark's SHOW TABLES: columns ``namespace``, ``tableName``, ``isTemporary``; the database's
+    tables and persistent views sorted by name, then the session's temporary views (namespace
+    '', isTemporary true; Spark lists them whatever database is shown)."""
+    from isolde.executor.views import list_views
+
+    database = (stmt.database or ctx.current_database).lower()
+    persistent = [(database, n, False) for n in ctx.catalog.list_tables(database)]
+    temporary = []
+    for namespace, name, is_temp in list_views(ctx, database):
+        (temporary if is_temp else persistent).append((namespace, name, is_temp))
+    rows = sorted(persistent, key=lambda r: r[1]) + sorted(temporary, key=lambda r: r[1])
     if stmt.pattern:
-        names = [n for n in names if _like(n, stmt.pattern)]
-    return QueryResult(columns=["database", "tableName", "isTemporary"],
-                       rows=[(database.lower(), n, False) for n in names])
+        rows = [r for r in rows if _like(r[1], stmt.pattern)]
+    return QueryResult(columns=["namespace", "tableName", "isTemporary"], rows=rows)
 
 
 for _fn in (run_create_database, run_drop_database, run_use, run_show_tables):

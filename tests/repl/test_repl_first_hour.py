@@ -84,7 +84,7 @@ def test_first_hour_in_the_repl(tmp_path):
 
         # a view, and a MERGE from it with column aliases
         run("CREATE VIEW gold_spend AS SELECT c.id, sum(s.amount) AS spent FROM sales s "
-            "JOIN customers c ON s.cust_id = c.id WHERE c.tier = 'gold' GROUP BY c.id;", "View gold_spend created")
+            "JOIN customers c ON s.cust_id = c.id WHERE c.tier = 'gold' GROUP BY c.id;", "gold_spend created")
         run("CREATE TABLE rewards (cust INT, points DOUBLE);", "CREATE TABLE")
         merged = run("MERGE INTO rewards r USING (SELECT * FROM gold_spend) AS g(cust, points) ON r.cust = g.cust "
                      "WHEN MATCHED THEN UPDATE SET points = g.points WHEN NOT MATCHED THEN INSERT *;",

@@ -158,9 +158,9 @@ def test_describe_and_show_results_answer_the_same_way(people, capsys):
 
     tables = people.execute("SHOW TABLES")
     assert [x.tableName for x in tables] == ["people"] and tables.first().asDict() == {
-        "database": "default", "tableName": "people", "isTemporary": False}
+        "namespace": "default", "tableName": "people", "isTemporary": False}
     # show() prints what Spark prints for the same rows
-    spark_df = people.spark.createDataFrame([tuple(x) for x in tables], "database STRING, tableName STRING, "
+    spark_df = people.spark.createDataFrame([tuple(x) for x in tables], "namespace STRING, tableName STRING, "
                                                                             "isTemporary BOOLEAN")
     assert shown(capsys, tables.show) == shown(capsys, spark_df.show)
 
