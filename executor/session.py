@@ -32,8 +32,10 @@ from typing import Optional, Union
 
 from isolde import errors as E
 from isolde.executor.catalog import DEFAULT_DATABASE, Catalog, check_name
+from isolde.executor.spark import SPARK_WAREHOUSE_DIR
 from isolde.executor.context import ConfStore, ExecutionContext
 from isolde.executor.results import CommitResult, PreparedWrite, QueryResult
+from isolde.executor.views import expand_views
 from isolde.grammar import ast
 
 VIEW_PREFIX = "__isolde_"
@@ -58,6 +60,9 @@ class Session:
         self._master = master or os.environ.get("ISOLDE_SPARK_MASTER")
         self._spark_conf = {k: v for k, v in (conf or {}).items() if k.startswith("spark.")
                             and not k.startswith("spark.databricks.")}
+        # Spark's own catalog folder goes inside isolde's warehouse (hidden: not a database),
+        # never a spark-warehouse/ in the user's working directory.
+        self._spark_conf.setdefault("spark.sql.warehouse.dir", os.path.join(self.warehouse, SPARK_WAREHOUSE_DIR))
         self._spark = spark
         self._start_error: Optional[BaseException] = None
         self._started = threading.Event()
@@ -178,6 +183,7 @@ class Session:
                                       "DELETE, MERGE or another statement that commits.",
                                       error_class="NOT_A_WRITE", sqlstate="42000")
         ctx = ExecutionContext(self, stmt)
+        stmt = ctx.statement = expand_views(ctx, stmt)  # reads of views become reads of their tables
         group = f"isolde-{uuid.uuid4().hex[:12]}"
         started = time.perf_counter()
         needs_spark = getattr(runner, "needs_spark", True)
@@ -271,8 +277,12 @@ class Session:
         statements = self._parse(stmt)
         from isolde.executor.jobs.query import explain_statement
 
-        return "\n\n".join(translate_errors(lambda s=s: explain_statement(ExecutionContext(self, s), s))
-                           for s in statements)
+        def one(stmt):
+            ctx = ExecutionContext(self, stmt)
+            stmt = ctx.statement = expand_views(ctx, stmt)
+            return explain_statement(ctx, stmt)
+
+        return "\n\n".join(translate_errors(lambda s=s: one(s)) for s in statements)
 
     def cancel(self, grace_s: float = 5.0) -> None:
         """Cancel the Spark jobs of the running statement(s).
@@ -340,7 +350,10 @@ def _with_line(e: E.IsoldeError, line: int) -> E.IsoldeError:
 _VIEW_RE = re.compile(r"`?__isolde_[0-9a-f]+_\d+`?\.?")
 
 
-def clean_message(text: str) -> str:
+def clean_message(text: str, error_class: Optional[str] = None) -> str:
+    """Spark's message as a user should read it: no JVM stack trace, SQLSTATE suffix, query
+    context, catalog prefix or position in isolde's rewritten SQL, and no leading
+    ``[ERROR_CLASS]`` (the error carries the class; the REPL shows it once)."""
     text = str(text)
     text = text.split("\n\nJVM stacktrace:")[0]
     text = re.sub(r"\s*SQLSTATE: \w+", "", text)
@@ -349,7 +362,22 @@ def clean_message(text: str) -> str:
     # a position in the SQL isolde handed Spark (tables bound to views, clauses rewritten),
     # not in the user's statement: it would point at the wrong place
     text = re.sub(r";?\s*line \d+ pos \d+", "", text)
-    return text.strip()
+    return strip_error_class(text.strip(), error_class)
+
+
+_CLASS_PREFIX = re.compile(r"^\[([A-Z0-9_]+(?:\.[A-Z0-9_]+)*)\]\s*")
+
+
+def strip_error_class(text: str, error_class: Optional[str] = None) -> str:
+    """``[DIVIDE_BY_ZERO] Division by zero.`` -> ``Division by zero.`` when the bracket names
+    ``error_class`` (or its main class / a sub-class of it); unchanged otherwise."""
+    m = _CLASS_PREFIX.match(text) if error_class else None
+    if m is None:
+        return text
+    named = m.group(1)
+    if named == error_class or named.split(".")[0] == error_class.split(".")[0]:
+        return text[m.end():]
+    return text
 
 
 def translate_errors(fn, ctx=None):
@@ -395,15 +423,25 @@ def translate_exception(e: BaseException, ctx=None) -> E.IsoldeError:
     except Exception:
         pass
     spark_cause = None
-    if error_class is None and type(e).__name__ == "Py4JJavaError":
-        spark_cause = _spark_throwable(e)  # a SparkThrowable PySpark did not convert (or wrapped)
+    if (error_class is None or error_class in WRAPPER_CLASSES) and _java_throwable(e) is not None:
+        # "Exception thrown in awaitResult", an ExecutionException, a stage-materialisation
+        # wrapper...: the Spark error with a class further down the Java cause chain
+        spark_cause = _spark_throwable(e)
         if spark_cause is not None:
-            error_class, sqlstate, cause_message = spark_cause
+            error_class, sqlstate, cause_message = spark_cause[:3]
+            params = spark_cause[3] or params
     try:
         from pyspark.errors import AnalysisException
     except Exception:  # pragma: no cover
         AnalysisException = ()  # type: ignore
-    message = clean_message(getattr(e, "desc", None) or text)
+    if spark_cause is not None:
+        message = clean_message(cause_message, error_class)
+    elif error_class is None and (type(e).__name__ == "Py4JJavaError" or any(
+            w in text.split("\n", 1)[0] for w in _WRAPPER_MESSAGES)) and _java_throwable(e) is not None:
+        root = _root_cause_text(_java_throwable(e)) or text
+        message = clean_message(root.splitlines()[0] if root else text)
+    else:
+        message = clean_message(getattr(e, "desc", None) or text, error_class)
     message = _VIEW_RE.sub("", message)
     if "cancelled" in text.lower() and ("job group" in text.lower() or "cancel" in (error_class or "").lower()):
         return E.ExecutionError("The statement was cancelled.", error_class="OPERATION_CANCELED", sqlstate="HY008")
@@ -424,44 +462,93 @@ def translate_exception(e: BaseException, ctx=None) -> E.IsoldeError:
             ("PARSE_SYNTAX", "UNRESOLVED", "DATATYPE_MISMATCH", "TABLE_OR_VIEW", "MISSING_", "AMBIGUOUS",
              "INVALID_", "WRONG_NUM_ARGS", "UNSUPPORTED_"))):
         return E.AnalysisError(message, error_class=error_class or "ANALYSIS_ERROR", sqlstate=sqlstate)
-    if spark_cause is not None:
-        message = _VIEW_RE.sub("", clean_message(cause_message))
-    elif type(e).__name__ == "Py4JJavaError":
-        try:
-            jmsg = e.java_exception.toString()
-        except Exception:
-            jmsg = text
-        message = clean_message(jmsg.splitlines()[0] if jmsg else text)
     first = message if len(message) < 2000 else message[:2000] + "..."
     return E.ExecutionError(first, error_class=error_class or "EXECUTION_ERROR", sqlstate=sqlstate)
 
 
-def _spark_throwable(e) -> Optional[tuple[str, Optional[str], str]]:
-    """(error class, SQLSTATE, message) of the first Spark error with an error class in the
-    Java cause chain of a Py4JJavaError ("Exception thrown in awaitResult" wraps the real one)."""
-    try:
-        throwable = e.java_exception
-    except Exception:
-        return None
-    for _ in range(12):
-        if throwable is None:
-            return None
+#: Spark error classes that only wrap the real failure (their cause has the class to report)
+WRAPPER_CLASSES = frozenset({"STAGE_MATERIALIZATION_MULTIPLE_FAILURES", "TASK_WRITE_FAILED"})
+
+#: Java exceptions that only wrap their cause (message text to skip when there is no class)
+_WRAPPER_MESSAGES = ("Exception thrown in awaitResult", "java.util.concurrent.ExecutionException",
+                     "java.util.concurrent.CompletionException")
+
+
+def _java_throwable(e):
+    """The Java throwable behind a Py4JJavaError (``java_exception``) or a PySpark captured
+    exception (``_origin``), or None."""
+    for attr in ("java_exception", "_origin"):
         try:
-            condition = throwable.getCondition()
+            throwable = getattr(e, attr, None)
         except Exception:
-            condition = None
-        if condition:
-            try:
-                sqlstate = throwable.getSqlState()
-            except Exception:
-                sqlstate = None
-            try:
-                message = throwable.getMessage() or str(condition)
-            except Exception:
-                message = str(condition)
-            return str(condition), sqlstate, message
+            throwable = None
+        if throwable is not None:
+            return throwable
+    return None
+
+
+def _causes(throwable, limit: int = 16):
+    """``throwable`` and its Java causes, outermost first (bounded, cycle-safe)."""
+    seen = set()
+    for _ in range(limit):
+        if throwable is None:
+            return
+        try:
+            key = throwable.hashCode()
+        except Exception:
+            key = None
+        if key is not None and key in seen:
+            return
+        seen.add(key)
+        yield throwable
         try:
             throwable = throwable.getCause()
         except Exception:
-            return None
-    return None
+            return
+
+
+def _spark_throwable(e) -> Optional[tuple]:
+    """(error class, SQLSTATE, message, message parameters) of the first Spark error with an
+    error class in the Java cause chain of ``e`` (a Py4JJavaError or a captured PySpark
+    exception): "Exception thrown in awaitResult" wraps the real one, and so do the classes in
+    WRAPPER_CLASSES -- their cause wins when it has a class of its own."""
+    throwable = _java_throwable(e)
+    wrapper = None
+    for t in _causes(throwable):
+        try:
+            condition = t.getCondition()
+        except Exception:
+            condition = None
+        if not condition:
+            continue
+        try:
+            sqlstate = t.getSqlState()
+        except Exception:
+            sqlstate = None
+        try:
+            message = t.getMessage() or str(condition)
+        except Exception:
+            message = str(condition)
+        try:
+            params = dict(t.getMessageParameters() or {})
+        except Exception:
+            params = {}
+        found = (str(condition), sqlstate, message, params)
+        if str(condition) not in WRAPPER_CLASSES:
+            return found
+        wrapper = wrapper or found
+    return wrapper
+
+
+def _root_cause_text(throwable) -> Optional[str]:
+    """``toString()`` of the first throwable in the chain that is not a mere wrapper."""
+    last = None
+    for t in _causes(throwable):
+        try:
+            text = t.toString()
+        except Exception:
+            continue
+        last = text
+        if not any(w in text for w in _WRAPPER_MESSAGES):
+            return text
+    return last

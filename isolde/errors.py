@@ -8,7 +8,8 @@ and a ``sqlstate`` so callers can branch on something more stable than the messa
 from __future__ import annotations
 
 import difflib
-from typing import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Iterable, Optional, Sequence
 
 
 class IsoldeError(Exception):
@@ -187,17 +188,43 @@ class InternalError(IsoldeError):
 # --------------------------------------------------------------------------- concurrency
 
 
+@dataclass(frozen=True)
+class ConflictFacts:
+    """What the conflict checker knows about the table and the winning commit, so the advice
+    fits the case. ``None`` means unknown: no advice is built on an unknown fact.
+
+    ``partition_columns``  the table's partition columns (``()``: unpartitioned)
+    ``winner_blind_append`` the winning commit only appended and read nothing
+    ``isolation_level``    the table's isolation level this transaction was checked at (None
+                           when the transaction itself forced the level, e.g. a metadata change)
+    ``row_level_setting``  the table has deletion vectors but its conflicts are checked per
+                           file: the ``isolde.rowLevelConcurrency`` value that would check them
+                           per row ('auto' or 'always'); None when that does not apply
+    """
+
+    partition_columns: Optional[tuple] = None
+    winner_blind_append: Optional[bool] = None
+    isolation_level: Optional[str] = None
+    row_level_setting: Optional[str] = None
+
+
+RETRY = "Please try the operation again."
+
+
 class ConcurrentModificationException(IsoldeError):
     """A concurrent commit won the race in a way this transaction cannot be rebased over.
 
     ``winning_version`` / ``winning_operation`` name the commit that won; ``partition``
-    is a hint of where the conflict was found, when one applies.
+    is a hint of where the conflict was found, when one applies. ``facts`` (ConflictFacts)
+    is what the checker knew of the table and the winner; ``hints`` are the sentences of
+    advice built from them, and ``advice`` is "Please try the operation again." followed
+    by the hints.
     """
 
     error_class = "DELTA_CONCURRENT_MODIFICATION"
     sqlstate = "2D521"
     what = "A concurrent transaction conflicted with this one."
-    advice = "Please try the operation again."
+    advice = RETRY
 
     def __init__(
         self,
@@ -208,13 +235,21 @@ class ConcurrentModificationException(IsoldeError):
         winning_operation: str | None = None,
         partition: str | None = None,
         detail: str | None = None,
+        facts: ConflictFacts | None = None,
     ):
         self.table = table
         self.winning_version = winning_version
         self.winning_operation = winning_operation
         self.partition = partition
         self.detail = detail
+        self.facts = facts or ConflictFacts()
+        self.hints = tuple(self.advise(self.facts))
+        self.advice = " ".join((RETRY, *self.hints))
         super().__init__(message or self._render())
+
+    def advise(self, facts: ConflictFacts) -> list[str]:
+        """Sentences of advice that hold for ``facts`` (beyond trying again)."""
+        return []
 
     def _render(self) -> str:
         name = type(self).__name__
@@ -234,10 +269,19 @@ class ConcurrentModificationException(IsoldeError):
 class ConcurrentAppendException(ConcurrentModificationException):
     error_class = "DELTA_CONCURRENT_APPEND"
     what = "Files were added to {partition} by a concurrent update."
-    advice = (
-        "Please try the operation again, or make the operation's condition select disjoint "
-        "partitions (under WriteSerializable blind appends never conflict)."
-    )
+
+    def advise(self, facts: ConflictFacts) -> list[str]:
+        hints = []
+        if facts.winner_blind_append and facts.isolation_level == "Serializable":
+            hints.append("The winning commit was a blind append: under WriteSerializable isolation "
+                         "(delta.isolationLevel) it would not conflict.")
+        if facts.partition_columns:
+            hints.append(f"To avoid the conflict, make the operation's condition select partitions "
+                         f"(by {', '.join(facts.partition_columns)}) that concurrent writers do not write.")
+        if facts.row_level_setting:
+            hints.append(f"Conflicts on this table are checked per file: with isolde.rowLevelConcurrency = "
+                         f"'{facts.row_level_setting}' (it has deletion vectors) they would be checked per row.")
+        return hints
 
 
 class ConcurrentDeleteReadException(ConcurrentModificationException):
@@ -286,6 +330,7 @@ CONFLICT_EXCEPTIONS = (
 )
 
 __all__ = [name for name, value in globals().items() if isinstance(value, type) and issubclass(value, Exception)] + [
+    "ConflictFacts",
     "caret_excerpt",
     "did_you_mean",
     "CONFLICT_EXCEPTIONS",

@@ -48,6 +48,12 @@ max_rows = 10000
 # (Output to a pipe is always plain. NO_COLOR in the environment also turns colours off.)
 color = true
 
+# Fit wide DESCRIBE HISTORY results and the result rows of writes (OPTIMIZE, RESTORE, ...)
+# into the terminal's width: the widest columns are cut or left out, with a note saying
+# which. \\x (vertical display) shows every column in full; false: never fit (the pager
+# scrolls sideways instead).
+fit_width = true
+
 # Show a Spark progress bar (stages and tasks) for statements running longer than this
 # many seconds. Negative: never.
 progress_after = 0.5
@@ -66,6 +72,7 @@ class Settings:
     color: bool = True
     progress_after: float = 0.5
     max_rows: int = 10000
+    fit_width: bool = True
     expanded: bool = False
     warnings: list = field(default_factory=list)
 
@@ -133,7 +140,7 @@ def parse_config(text: str) -> Settings:
     else:
         settings.warnings.append(f"config: unknown format {fmt!r} (use one of {', '.join(FORMATS)})")
     settings.pager = main.get("pager", settings.pager).strip()
-    for key in ("confirm_destructive", "timing", "color"):
+    for key in ("confirm_destructive", "timing", "color", "fit_width"):
         get_bool(key)
     try:
         settings.history_size = max(0, main.getint("history_size"))

@@ -209,11 +209,39 @@ def seconds(elapsed: float) -> str:
     return f"{elapsed:.2f} s"
 
 
-def row_footer(n: int, elapsed: float | None = None) -> str:
+#: a wait for Spark shorter than this is not worth a mention
+WAIT_SHOWN_AFTER = 0.05
+
+
+def timing(elapsed: float, waited: float | None = None) -> str:
+    """'0.84 s', or '12.30 s (8.10 s waiting for Spark to start)' when the statement had to
+    wait for Spark (``elapsed`` includes that wait)."""
+    text = seconds(elapsed)
+    if waited is not None and waited >= WAIT_SHOWN_AFTER:
+        text += f" ({seconds(min(waited, elapsed))} waiting for Spark to start)"
+    return text
+
+
+def row_footer(n: int, elapsed: float | None = None, waited: float | None = None) -> str:
     text = f"({plural(n, 'row')})"
     if elapsed is not None:
-        text += f" · {seconds(elapsed)}"
+        text += f" · {timing(elapsed, waited)}"
     return text
+
+
+def size_pretty(n: Any) -> str:
+    """A byte count as PostgreSQL's pg_size_pretty shows it: '8191 bytes', '16 kB', '1234 MB'."""
+    n = _as_int(n)
+    if n is None:
+        return ""
+    if abs(n) < 10 * 1024:
+        return f"{n} bytes"
+    value = n / 1024
+    for unit in ("kB", "MB", "GB", "TB"):
+        if abs(value) < 10 * 1024 - 0.5:
+            return f"{int(value + 0.5)} {unit}"
+        value /= 1024
+    return f"{int(value + 0.5)} PB"
 
 
 # metric key -> (label, group). Delta's operationMetrics names, in display order.
@@ -264,21 +292,37 @@ def metrics_summary(operation: str, metrics: dict) -> str:
             parts.append(f"{plural(removed, 'file')} removed")
         if added is not None:
             parts.append(f"{plural(added, 'file')} added")
+        restored = _as_int(metrics.get("numRestoredFiles"))
+        if restored is not None:
+            parts.append(f"{plural(restored, 'file')} restored")
         deleted = _as_int(metrics.get("numDeletedFiles"))
         if deleted is not None and removed is None:
             parts.append(f"{plural(deleted, 'file')} deleted")
     return ", ".join(parts)
 
 
-def format_commit(result: Any, elapsed: float | None = None) -> str:
+def format_commit(result: Any, elapsed: float | None = None, waited: float | None = None) -> str:
     """'version 12 · MERGE · 3 updated, 1 inserted · 0.84 s'."""
     parts = [f"version {result.version}", str(result.operation or "WRITE")]
     summary = metrics_summary(result.operation, getattr(result, "metrics", None) or {})
     if summary:
         parts.append(summary)
     if elapsed is not None:
-        parts.append(seconds(elapsed))
+        parts.append(timing(elapsed, waited))
     return " · ".join(parts)
+
+
+def commit_rows(result: Any) -> tuple[list, list] | None:
+    """(columns, rows) of a commit that also answers with a result row (OPTIMIZE's path and
+    metrics, RESTORE's file counts, DML's num_affected_rows ...), or None."""
+    columns = getattr(result, "columns", None)
+    if not columns:
+        return None
+    try:
+        rows = [tuple(r) for r in (getattr(result, "rows", None) or [])]
+    except Exception:  # a result row is a courtesy: the commit line still says what happened
+        return None
+    return [str(c) for c in columns], rows
 
 
 def is_commit(result: Any) -> bool:
@@ -292,30 +336,157 @@ def is_text_block(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> bool
     return len(columns) == 1 and len(rows) == 1 and isinstance(rows[0][0], str) and "\n" in rows[0][0]
 
 
-def format_result(result: Any, fmt: str = "table", elapsed: float | None = None, footer: bool = True) -> tuple[str, str]:
+HISTORY_KEY_COLUMNS = {"version", "timestamp", "operation", "operationParameters", "operationMetrics"}
+#: DESCRIBE HISTORY columns a narrow terminal loses first (the widest ones are cut before that)
+HISTORY_DROP_ORDER = ("engineInfo", "userMetadata", "userName", "isBlindAppend", "isolationLevel", "readVersion",
+                      "operationMetrics", "operationParameters", "timestamp")
+#: the DESCRIBE HISTORY columns that may be cut (free text); the others are shown whole or not at all
+HISTORY_FOLDABLE = ("operationParameters", "operationMetrics", "engineInfo", "userMetadata", "userName")
+HUMAN_FORMATS = ("table", "vertical", "markdown")
+
+
+def is_history(columns: Sequence[str]) -> bool:
+    return HISTORY_KEY_COLUMNS <= {str(c) for c in columns}
+
+
+def format_result(result: Any, fmt: str = "table", elapsed: float | None = None, footer: bool = True, *,
+                  waited: float | None = None, width: int | None = None) -> tuple[str, str]:
     """(body, status) for any statement result. ``status`` is the footer / commit line
-    ('' when there is none); ``body`` the rows ('' for writes and plain messages)."""
+    ('' when there is none); ``body`` the rows ('' for plain messages; a commit that also
+    answers with result rows shows them as a small table in the human formats).
+
+    ``waited``: seconds of ``elapsed`` spent waiting for Spark to start. ``width``: the
+    terminal's width, to fit DESCRIBE HISTORY and commit result tables into (table format)."""
     if result is None:
-        return "", (f"OK · {seconds(elapsed)}" if elapsed is not None else "OK") if footer else ""
+        return "", (f"OK · {timing(elapsed, waited)}" if elapsed is not None else "OK") if footer else ""
     if is_commit(result):
-        return "", format_commit(result, elapsed)
+        body = ""
+        table = commit_rows(result) if fmt in HUMAN_FORMATS else None
+        if table is not None and table[1]:
+            columns, rows = table
+            note = ""
+            if width and fmt == "table":
+                columns, rows, note = fit_table(columns, rows, width)
+            body = format_rows(columns, rows, fmt) + (f"\n{_wrap(note, width)}" if note else "")
+        return body, format_commit(result, elapsed, waited)
     columns = list(getattr(result, "columns", []) or [])
     message = getattr(result, "message", None)
     if not columns:
         status = message or "OK"
         if elapsed is not None:
-            status += f" · {seconds(elapsed)}"
+            status += f" · {timing(elapsed, waited)}"
         return "", status if (footer or message) else ""
     rows = list(getattr(result, "rows", []) or [])
     if is_text_block(columns, rows) and fmt in ("table", "vertical", "markdown"):
         return str(rows[0][0]).rstrip("\n"), ""  # EXPLAIN and other plain-text answers
-    body = format_rows(columns, rows, fmt)
+    note = ""
+    shown_columns, shown_rows = columns, rows
+    if width and fmt == "table" and is_history(columns):
+        shown_columns, shown_rows, note = fit_table(columns, rows, width, drop_order=HISTORY_DROP_ORDER,
+                                                    drop_empty=True, foldable=HISTORY_FOLDABLE)
+    body = format_rows(shown_columns, shown_rows, fmt) + (f"\n{_wrap(note, width)}" if note else "")
     status = ""
     if footer and fmt in ("table", "vertical", "markdown"):
-        status = row_footer(len(rows), elapsed)
+        status = row_footer(len(rows), elapsed, waited)
         if message:
             status = f"{message} {status}"
     return body, status
+
+
+# --------------------------------------------------------------------------- fitting a table to a width
+
+
+def _wrap(text: str, width: int | None) -> str:
+    """``text`` in lines of at most ``width`` characters (a note under a fitted table)."""
+    import textwrap
+
+    return textwrap.fill(text, width, break_on_hyphens=False) if width and width > 20 else text
+
+ELLIPSIS = "…"
+#: a cut column keeps at least this many characters (or its header's width, or all of it)
+MIN_CUT_WIDTH = 12
+
+
+def truncate(text: str, width: int) -> str:
+    """``text`` cut to ``width`` display cells, ending in '…' when cut."""
+    if _width(text) <= width:
+        return text
+    out, used = [], 0
+    for ch in text:
+        w = _width(ch)
+        if used + w > width - 1:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + ELLIPSIS
+
+
+def _is_empty(value: Any) -> bool:
+    return value is None or value == "" or (isinstance(value, (dict, list, tuple)) and not value)
+
+
+def table_width(widths: Sequence[int]) -> int:
+    """Display width of a ``format_rows(..., 'table')`` table whose columns are ``widths`` wide."""
+    return sum(widths) + 3 * len(widths) + 1
+
+
+def fit_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], width: int, *,
+              drop_order: Sequence[str] = (), drop_empty: bool = False,
+              foldable: Sequence[str] | None = None) -> tuple[list, list, str]:
+    """``(columns, rows, note)`` for a table at most ``width`` cells wide. When it is wider:
+    columns with no value are left out (``drop_empty``); the widest ``foldable`` columns
+    (default: all) are cut (cells end in '…'), down to MIN_CUT_WIDTH or their header; when that
+    is not enough, columns are left out, ``drop_order`` first, then from the right. ``note``
+    says what was left out or cut ('' when nothing was); cut cells become strings, the others
+    keep their values (numbers stay right-aligned)."""
+    cols = [str(c) for c in columns]
+    keep = list(range(len(cols)))
+    texts = [[cell_text(v) for v in r] for r in rows]
+    natural = {i: max([_width(cols[i])] + [_width(t[i]) for t in texts]) for i in keep}
+    if table_width(list(natural.values())) <= width:
+        return cols, [tuple(r) for r in rows], ""
+    empty: list[str] = []
+    if drop_empty and rows:
+        empty = [cols[i] for i in keep if all(_is_empty(r[i]) for r in rows)]
+        keep = [i for i in keep if cols[i] not in empty]
+    can_fold = set(keep) if foldable is None else {i for i in keep if cols[i] in set(foldable)}
+
+    def floor(i: int) -> int:
+        return min(natural[i], max(MIN_CUT_WIDTH, _width(cols[i]))) if i in can_fold else natural[i]
+
+    hidden: list[str] = []
+    if table_width([natural[i] for i in keep]) > width:
+        ranked = [i for name in drop_order for i in keep if cols[i] == name]
+        while len(keep) > 1 and table_width([floor(i) for i in keep]) > width:
+            victim = next((i for i in ranked if i in keep), keep[-1])
+            keep.remove(victim)
+            hidden.append(cols[victim])
+    folding = [i for i in keep if i in can_fold]
+    budget = width - table_width([0] * len(keep)) - sum(natural[i] for i in keep if i not in can_fold)
+    cap = max((natural[i] for i in folding), default=0)
+    if sum(natural[i] for i in folding) > budget:  # the largest cap whose cut widths fit
+        lo, hi = 0, cap
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if sum(min(natural[i], max(floor(i), mid)) for i in folding) <= budget:
+                lo = mid
+            else:
+                hi = mid - 1
+        cap = lo
+    widths = {i: min(natural[i], max(floor(i), cap)) if i in can_fold else natural[i] for i in keep}
+    cut = [cols[i] for i in keep if widths[i] < natural[i]]
+    out_rows = []
+    for r, t in zip(rows, texts):
+        out_rows.append(tuple(truncate(t[i], widths[i]) if _width(t[i]) > widths[i] else r[i] for i in keep))
+    parts = []
+    if hidden:
+        parts.append(f"not shown: {', '.join(hidden)}")
+    if cut:
+        parts.append(f"cut: {', '.join(cut)}")
+    if empty:
+        parts.append(f"empty: {', '.join(empty)}")
+    note = f"({'; '.join(parts)}; \\x shows every column in full)" if parts else ""
+    return [cols[i] for i in keep], out_rows, note
 
 
 # --------------------------------------------------------------------------- errors
@@ -369,10 +540,14 @@ def _format_error(exc: BaseException, color: bool, where: str, debug: bool) -> s
         if exc.winning_version is not None or exc.winning_operation:
             at = f" at version {exc.winning_version}" if exc.winning_version is not None else ""
             lines.append(_paint(f"Winning commit: {exc.winning_operation or 'a transaction'}{at}.", YELLOW, color))
-        advice = getattr(exc, "advice", "") or ""
         hint = "What to do: re-run the statement; it will read the table at its new version."
-        if advice and advice != "Please try the operation again." and advice not in hint:
-            hint += " " + advice.replace("Please try the operation again, or", "Or")
+        hints = getattr(exc, "hints", None)
+        if hints is None:  # an exception from elsewhere: its advice beyond trying again
+            advice = getattr(exc, "advice", "") or ""
+            hints = [advice.replace("Please try the operation again.", "").strip()]
+        extra = " ".join(h for h in hints if h)
+        if extra:
+            hint += " " + extra
         lines.append(_paint(hint, YELLOW, color))
         return "\n".join(lines)
     if isinstance(exc, errors.IsoldeError):

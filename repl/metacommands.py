@@ -12,7 +12,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from isolde.repl.formatting import FORMATS, format_rows, plural
+from isolde.repl.formatting import FORMATS, format_rows, plural, size_pretty
+from isolde.repl.tables import column_listing, table_listing
 
 
 class MetaError(ValueError):
@@ -28,7 +29,7 @@ class Meta:
 # name -> (min args, max args, usage, description)
 COMMANDS: dict[str, tuple[int, int, str, str]] = {
     "?": (0, 0, "\\?", "show this help"),
-    "dt": (0, 1, "\\dt [database]", "list tables"),
+    "dt": (0, 1, "\\dt [database]", "list tables: type, version, files and size"),
     "d": (1, 1, "\\d TABLE", "describe a table: columns, partitioning, clustering, properties"),
     "history": (1, 2, "\\history TABLE [N]", "the table's commit history (DESCRIBE HISTORY), newest first"),
     "i": (1, 1, "\\i FILE", "run the statements of a .sql file"),
@@ -116,9 +117,16 @@ def run_meta(meta: Meta, ctx: Any) -> None:
         ctx.echo(f"Output format is {s.format}.")
     elif meta.name == "dt":
         session = ctx.session()
-        names = list_tables(session, meta.args[0] if meta.args else None)
-        ctx.echo(format_rows(["table"], [(n,) for n in names], "table") + f"\n({plural(len(names), 'table')})"
-                 if names else "No tables.")
+        database = meta.args[0] if meta.args else None
+        names = list_tables(session, database)
+        if not names:
+            ctx.echo("No tables.")
+            return
+        columns, rows, problems = table_listing(session, names, database)
+        text = format_rows(columns, rows, "table") + f"\n({plural(len(names), 'table')})"
+        if problems:
+            text += "\n" + "\n".join(f"cannot read {p}" for p in problems)
+        ctx.echo(text)
     elif meta.name == "d":
         describe(ctx, meta.args[0])
     elif meta.name == "history":
@@ -165,11 +173,9 @@ def describe(ctx: Any, table: str) -> None:
     location / size from DESCRIBE DETAIL."""
     session = ctx.session()
     cols = session.execute(f"DESCRIBE TABLE {table}")
-    rows = [r for r in cols.rows if r and r[0] and not str(r[0]).startswith("#")]
-    ncols = len(cols.columns)
-    header = list(cols.columns)[: min(ncols, 3)]
+    header, rows = column_listing(list(cols.columns), [tuple(r) for r in cols.rows])
     ctx.echo(f'Table "{table}"')
-    ctx.echo(format_rows(header, [tuple(r[: len(header)]) for r in rows], "table"))
+    ctx.echo(format_rows(header, rows, "table"))
     try:
         detail = session.execute(f"DESCRIBE DETAIL {table}")
     except Exception:
@@ -183,10 +189,14 @@ def describe(ctx: Any, table: str) -> None:
         if value:
             lines.append(f"{label}: {', '.join(map(str, value))}")
     for key, label in (("format", "Format"), ("location", "Location"), ("numFiles", "Files"),
-                       ("sizeInBytes", "Size (bytes)"), ("minReaderVersion", "Reader version"),
+                       ("sizeInBytes", "Size"), ("minReaderVersion", "Reader version"),
                        ("minWriterVersion", "Writer version")):
         if info.get(key) is not None:
-            lines.append(f"{label}: {info[key]}")
+            value = info[key]
+            if key == "sizeInBytes":
+                value = f"{size_pretty(value)}" + (f" ({value} bytes)" if size_pretty(value) != f"{value} bytes"
+                                                   else "")
+            lines.append(f"{label}: {value}")
     features = info.get("tableFeatures")
     if features:
         lines.append(f"Table features: {', '.join(map(str, features))}")

@@ -199,10 +199,17 @@ class Runner:
                     pass
         self.echo(text)
 
-    def show_result(self, result: Any, elapsed: float | None) -> None:
+    def width(self) -> int | None:
+        """The terminal's width to fit wide results into (interactive, ``fit_width``), else None."""
+        if not (self.interactive and self.settings.fit_width):
+            return None
+        return shutil.get_terminal_size((80, 24)).columns
+
+    def show_result(self, result: Any, elapsed: float | None, waited: float | None = None) -> None:
         fmt = self.settings.effective_format
         timing = elapsed if (self.settings.timing and elapsed is not None) else None
-        body, status = formatting.format_result(result, fmt, timing, footer=True)
+        body, status = formatting.format_result(result, fmt, timing, footer=True, waited=waited,
+                                                width=self.width())
         if body:
             self._page(body)
         if getattr(result, "truncated", False):
@@ -266,11 +273,14 @@ class Runner:
                 lines = sql.splitlines() or [""]
                 shown = ["isolde> " + lines[0]] + ["     -> " + ln for ln in lines[1:]]
                 self.echo("\n" + "\n".join(shown) + ";")
-            session = self.session()
+            # the statement's time includes any wait for Spark to start (said apart)
             began = time.perf_counter()
+            was_ready = self.holder.ready
+            session = self.session()
+            waited = None if was_ready else time.perf_counter() - began
             result = self._execute(session, sql)
             elapsed = time.perf_counter() - began
-            self.show_result(result, elapsed)
+            self.show_result(result, elapsed, waited)
             first = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
             if first in DDL_WORDS and self.on_ddl is not None:
                 self.on_ddl()

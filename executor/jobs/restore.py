@@ -12,7 +12,9 @@ One commit that makes the latest version look like the target version:
 The transaction reads the whole table, so a concurrent data commit makes it fail instead of
 silently being undone. Operation ``RESTORE``; parameters version / timestamp; metrics
 tableSizeAfterRestore, numOfFilesAfterRestore, numRemovedFiles, numRestoredFiles,
-removedFilesSize, restoredFilesSize (as Delta).
+removedFilesSize, restoredFilesSize (as Delta). The statement answers with Delta's RESTORE
+result row (``RestoreResult``): table_size_after_restore, num_of_files_after_restore,
+num_removed_files, num_restored_files, removed_files_size, restored_files_size.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from dataclasses import dataclass
 
 from isolde.errors import AnalysisError, ExecutionError, VersionNotFoundError
 from isolde.executor import properties as P
@@ -28,6 +31,41 @@ from isolde.executor.log.actions import DomainMetadata, now_ms
 from isolde.executor.log.deletion_vectors import dv_file_path
 from isolde.executor.results import CommitResult, PreparedWrite
 from isolde.grammar import ast
+
+
+#: Delta's RESTORE result columns, and the operationMetrics key each one reads
+RESULT_COLUMNS = (
+    ("table_size_after_restore", "tableSizeAfterRestore"),
+    ("num_of_files_after_restore", "numOfFilesAfterRestore"),
+    ("num_removed_files", "numRemovedFiles"),
+    ("num_restored_files", "numRestoredFiles"),
+    ("removed_files_size", "removedFilesSize"),
+    ("restored_files_size", "restoredFilesSize"),
+)
+
+
+@dataclass(frozen=True)
+class RestoreResult(CommitResult):
+    """RESTORE's commit, which also answers with Delta's result row (one row of the six
+    RESULT_COLUMNS, from the commit's metrics), so ``execute("RESTORE ...").first()
+    .num_restored_files`` reads as it does in Delta."""
+
+    @property
+    def columns(self) -> list[str]:
+        return [name for name, _ in RESULT_COLUMNS]
+
+    @property
+    def rows(self) -> list:
+        from pyspark.sql import Row
+
+        values = {name: int(self.metrics.get(key) or 0) for name, key in RESULT_COLUMNS}
+        return [Row(**values)]
+
+    def collect(self) -> list:
+        return list(self.rows)
+
+    def first(self):
+        return self.rows[0]
 
 
 def _missing_files(table_path: str, adds) -> list[str]:
@@ -122,10 +160,10 @@ def run(ctx, stmt: ast.Restore):
         reader()
     started = time.perf_counter()
 
-    def commit() -> CommitResult:
+    def commit() -> RestoreResult:
         version = P.txn_commit(txn, actions, "RESTORE", params, metrics)
-        return CommitResult(version=version, operation="RESTORE", metrics=dict(metrics), table=handle.name,
-                            elapsed_s=time.perf_counter() - started)
+        return RestoreResult(version=version, operation="RESTORE", metrics=dict(metrics), table=handle.name,
+                             elapsed_s=time.perf_counter() - started)
 
     return PreparedWrite(operation="RESTORE", table=handle.name, commit_fn=commit, metrics=dict(metrics))
 

@@ -13,6 +13,7 @@ from typing import Iterable
 
 from isolde.errors import (
     ConcurrentAppendException,
+    ConflictFacts,
     ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException,
     ConcurrentTransactionException,
@@ -59,6 +60,21 @@ def partition_hint(partition_values: dict | None) -> str | None:
     if not partition_values:
         return None
     return "/".join(f"{k}={'__HIVE_DEFAULT_PARTITION__' if v is None else v}" for k, v in partition_values.items())
+
+
+def _table_flags(table_path: str | None, version: int) -> dict | None:
+    """scope_flags() of the table at ``version``, read from its log (on a conflict only); None
+    when it cannot be read."""
+    if not table_path or version < 0:
+        return None
+    try:
+        from isolde.executor.log import DeltaLog
+
+        from .statement_scope import scope_flags
+
+        return scope_flags(DeltaLog.for_table(table_path).snapshot(version))
+    except Exception:
+        return None
 
 
 @dataclass
@@ -140,6 +156,9 @@ class TransactionSummary:
     read_whole_table: bool
     read_app_ids: set[str]
     actions: list[Action]
+    # scope_flags() of the read snapshot (deletion vectors, clustered, row-level mode), for the
+    # advice of a conflict; None: read from the log when a conflict needs it
+    table_flags: dict | None = None
 
     @property
     def removed_paths(self) -> set[str]:
@@ -194,7 +213,36 @@ class ConflictChecker:
             winning_operation=self.winner.operation,
             partition=partition,
             detail=detail,
+            facts=self.facts(cls),
         )
+
+    def facts(self, cls=None) -> ConflictFacts:
+        """What the advice of a conflict of class ``cls`` may rely on (isolde.errors.ConflictFacts)."""
+        txn = self.txn
+        forced = txn.isolation_level == SNAPSHOT_ISOLATION or any(
+            isinstance(a, (Metadata, Protocol)) for a in txn.actions)  # not the table's level
+        return ConflictFacts(
+            partition_columns=tuple(txn.partition_columns or ()),
+            winner_blind_append=self.winner.is_blind_append,
+            isolation_level=None if forced else txn.isolation_level,
+            row_level_setting=self._row_level_setting() if cls is ConcurrentAppendException else None,
+        )
+
+    def _row_level_setting(self) -> str | None:
+        """The isolde.rowLevelConcurrency value that would check this table's conflicts per row,
+        when it has deletion vectors and its mode keeps them per file; else None."""
+        flags = self.txn.table_flags
+        if flags is None:
+            flags = _table_flags(self.txn.table, self.txn.read_version)
+        if not flags or not flags.get("deletion_vectors"):
+            return None
+        partitioned = bool(self.txn.partition_columns) and not flags.get("clustered")
+        mode = flags.get("row_level_mode", "auto")
+        if mode == "off":
+            return "always" if partitioned else "auto"
+        if mode == "auto" and partitioned:
+            return "always"
+        return None
 
     def check_protocol_compatibility(self) -> None:
         """Rule 1: a protocol change, or the winner created the table this transaction saw empty."""
