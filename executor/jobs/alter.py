@@ -134,7 +134,8 @@ def set_tblproperties(ctx, stmt: ast.SetTblProperties):
 # Features a bare protocol upgrade can add (``delta.feature.X = supported``): the others need data or
 # metadata work (row ids, Iceberg metadata, change data files) that a property change cannot do.
 _SETTABLE_FEATURES = frozenset({"deletionVectors", "appendOnly", "invariants", "checkConstraints", "generatedColumns",
-                                "identityColumns", "domainMetadata", "clustering", "timestampNtz"})
+                                "identityColumns", "domainMetadata", "clustering", "timestampNtz",
+                                "v2Checkpoint", "vacuumProtocolCheck"})
 
 # Properties whose switching-on needs more than a metadata commit (rewriting every column's
 # metadata, assigning row ids, writing Iceberg metadata) or a feature isolde cannot write.

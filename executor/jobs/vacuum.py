@@ -21,6 +21,11 @@ A file is deleted only when all of these hold (Delta's rules):
 FULL (default) lists the table directory; LITE takes the candidates from the tombstones in
 the log only (no listing, so it never finds files no commit ever referenced).
 
+Protocol: before it lists or deletes anything (DRY RUN too) VACUUM checks that isolde can read
+AND write the table's protocol -- unconditionally, as PROTOCOL.md's ``vacuumProtocolCheck``
+feature asks of writers (a table with a writer feature isolde does not implement may own files
+VACUUM would otherwise take for garbage).
+
 Retention: defaults to ``delta.deletedFileRetentionDuration`` (7 days); anything shorter is
 refused unless ``spark.databricks.delta.retentionDurationCheck.enabled`` is ``false``.
 
@@ -45,6 +50,7 @@ from isolde.executor import leases
 from isolde.executor import properties as P
 from isolde.executor.jobs import executes
 from isolde.executor.log.deletion_vectors import dv_file_path
+from isolde.executor.log.features import assert_writable
 from isolde.executor.results import CommitResult, PreparedWrite, QueryResult
 from isolde.grammar import ast
 
@@ -200,9 +206,20 @@ def _retention(ctx, metadata, retain_hours) -> tuple[int, int, bool]:
     return retention_ms, default_ms, check
 
 
+def check_protocol(snap) -> None:
+    """VACUUM's protocol check (vacuumProtocolCheck): refuse a table whose protocol isolde cannot
+    read or cannot write (UnsupportedFeatureError naming the feature), whatever features it lists."""
+    if snap.version < 0:
+        return
+    snap.assert_readable()
+    if snap.protocol is not None:
+        assert_writable(snap.protocol, snap.metadata, snap.table_path, snap.version)
+
+
 def plan_vacuum(ctx, handle, retain_hours=None, lite: bool = False, now_ms: int | None = None):
     """(candidates [(path, size)], scanned dirs, parameters, snapshot) without deleting anything."""
     snap = handle.log.update()
+    check_protocol(snap)
     retention_ms, default_ms, check = _retention(ctx, snap.metadata, retain_hours)
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     threshold = now_ms - retention_ms
@@ -236,6 +253,7 @@ def run(ctx, stmt: ast.Vacuum):
 
     def commit() -> CommitResult:
         log = handle.log
+        check_protocol(log.update())  # the protocol may have changed since planning
         start_version = P.txn_commit(ctx.start_transaction(log), [], "VACUUM START", params, {
             "numFilesToDelete": len(data_files), "sizeOfDataToDelete": sum(s for _, s in data_files)})
         # a commit since planning may have re-added a file (RESTORE): keep what the latest version needs

@@ -1,15 +1,23 @@
-"""Classic single-file Parquet checkpoints, written with pyarrow in Delta's checkpoint schema.
+"""Parquet checkpoints (classic, and V2 with sidecars), written with pyarrow in Delta's checkpoint schema.
 
 A checkpoint holds the whole table state at one version (protocol, metadata, app
 transaction versions, domain metadata, live files and unexpired tombstones), so a
 reader replays only the JSON commits after it. The schema is the one Delta and
 delta-rs write, so any Delta reader can start from an isolde checkpoint.
 
-isolde writes classic checkpoints and reads every kind: classic, multi-part, and V2
-checkpoints (table feature ``v2Checkpoint``): ``n.checkpoint.<uuid>.json|parquet`` or a
-classic name, holding a ``checkpointMetadata`` action, the non-file actions, and either the
-file actions themselves or ``sidecar`` actions naming Parquet files in ``_delta_log/_sidecars``
-that hold them.
+isolde reads every kind: classic, multi-part, and V2 checkpoints (table feature
+``v2Checkpoint``): ``n.checkpoint.<uuid>.json|parquet`` or a classic name, holding a
+``checkpointMetadata`` action, the non-file actions, and either the file actions themselves or
+``sidecar`` actions naming Parquet files in ``_delta_log/_sidecars`` that hold them.
+
+It writes classic single-file checkpoints, and for tables with ``delta.checkpointPolicy = v2``
+V2 checkpoints as Delta Spark lays them out: the file actions (adds, then unexpired
+tombstones) in sidecar files of at most ``SIDECAR_PART_ACTIONS`` actions each, named
+``n.checkpoint.<part>.<parts>.<uuid>.parquet``, and a UUID-named top-level Parquet file with
+one ``checkpointMetadata`` action, the ``sidecar`` actions and the non-file actions. Sidecars
+keep the top-level file (which ``_last_checkpoint`` may also embed) small, and let a later
+checkpoint or log cleanup treat the bulk of the state as immutable, uniquely named files.
+Multi-part checkpoints are never written (the protocol forbids them with v2Checkpoint).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import io
 import json
 import os
 import re
+import uuid
 from collections import OrderedDict
 from itertools import repeat
 from typing import Iterable
@@ -165,6 +174,13 @@ V2_ACTIONS_SCHEMA = pa.schema(
     ]
 )
 _JSON_CHECKPOINT_SCHEMA = pa.schema(list(CHECKPOINT_SCHEMA) + list(V2_ACTIONS_SCHEMA))
+#: A V2 checkpoint's top-level Parquet file (Delta's column order: the classic actions, then
+#: checkpointMetadata and sidecar).
+V2_CHECKPOINT_SCHEMA = _JSON_CHECKPOINT_SCHEMA
+#: A sidecar file holds file actions only.
+SIDECAR_SCHEMA = pa.schema([CHECKPOINT_SCHEMA.field("add"), CHECKPOINT_SCHEMA.field("remove")])
+#: At most this many file actions per sidecar file (Delta Spark's part size for V2 checkpoints).
+SIDECAR_PART_ACTIONS = 50_000
 
 
 def json_checkpoint_table(data: bytes) -> pa.Table:
@@ -180,6 +196,26 @@ def json_checkpoint_table(data: bytes) -> pa.Table:
 
 def checkpoint_name(version: int) -> str:
     return f"{version:020d}.checkpoint.parquet"
+
+
+def v2_checkpoint_name(version: int, ext: str = "parquet") -> str:
+    """A new UUID-named V2 checkpoint: ``n.checkpoint.<uuid>.parquet``."""
+    return f"{version:020d}.checkpoint.{uuid.uuid4()}.{ext}"
+
+
+def sidecar_name(version: int, part: int, parts: int) -> str:
+    """A new sidecar file name, as Delta Spark names them: ``n.checkpoint.<part>.<parts>.<uuid>.parquet``."""
+    return f"{version:020d}.checkpoint.{part:010d}.{parts:010d}.{uuid.uuid4()}.parquet"
+
+
+def is_v2_checkpoint_name(name: str) -> bool:
+    m = CHECKPOINT_RE.match(os.path.basename(name))
+    return m is not None and m.group(4) is not None
+
+
+def checkpoint_version(name: str) -> int | None:
+    m = CHECKPOINT_RE.match(os.path.basename(name))
+    return None if m is None else int(m.group(1))
 
 
 def _map_items(d: dict | None):
@@ -236,13 +272,21 @@ def checkpoint_table(
     domains: Iterable[DomainMetadata],
     files: Iterable[AddFile],
     tombstones: Iterable[RemoveFile],
+    *,
+    schema: pa.Schema = CHECKPOINT_SCHEMA,
+    leading: Iterable[tuple[str, dict]] = (),
 ) -> pa.Table:
-    """The checkpoint rows (one action per row) as an Arrow table in CHECKPOINT_SCHEMA."""
-    columns: dict[str, list] = {f.name: [] for f in CHECKPOINT_SCHEMA}
+    """The checkpoint rows (one action per row) as an Arrow table in ``schema`` (CHECKPOINT_SCHEMA;
+    V2_CHECKPOINT_SCHEMA with ``leading`` (kind, value) rows such as checkpointMetadata and
+    sidecar actions for a V2 checkpoint's top-level file)."""
+    columns: dict[str, list] = {f.name: [] for f in schema}
 
     def row(kind: str, value: dict) -> None:
         for name, col in columns.items():
             col.append(value if name == kind else None)
+
+    for kind, value in leading:
+        row(kind, value)
 
     row(
         "protocol",
@@ -285,8 +329,43 @@ def checkpoint_table(
         else:
             col.extend([None] * (len(add_rows) + len(remove_rows)))
         assert len(col) == total
-    arrays = [pa.array(columns[f.name], type=f.type) for f in CHECKPOINT_SCHEMA]
-    return pa.Table.from_arrays(arrays, schema=CHECKPOINT_SCHEMA)
+    arrays = [pa.array(columns[f.name], type=f.type) for f in schema]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def sidecar_tables(files: Iterable[AddFile], tombstones: Iterable[RemoveFile],
+                   part_actions: int = SIDECAR_PART_ACTIONS) -> list[pa.Table]:
+    """The file actions of a V2 checkpoint as sidecar tables (SIDECAR_SCHEMA) of at most
+    ``part_actions`` rows each: adds first, then tombstones. An empty table state gives no
+    sidecar (a V2 checkpoint may reference none)."""
+    add_rows = [_add_row(a) for a in files]
+    remove_rows = [_remove_row(r) for r in tombstones]
+    total = len(add_rows) + len(remove_rows)
+    if total == 0:
+        return []
+    adds = pa.array(add_rows + [None] * len(remove_rows), type=SIDECAR_SCHEMA.field("add").type)
+    removes = pa.array([None] * len(add_rows) + remove_rows, type=SIDECAR_SCHEMA.field("remove").type)
+    table = pa.Table.from_arrays([adds, removes], schema=SIDECAR_SCHEMA)
+    size = max(1, part_actions)
+    return [table.slice(start, size) for start in range(0, total, size)]
+
+
+def checkpoint_metadata_action(version: int, *, sidecar_actions: int, sidecar_bytes: int,
+                               num_add_files: int) -> dict:
+    """The ``checkpointMetadata`` action of a V2 checkpoint (with Delta's optional tags)."""
+    return {
+        "version": version,
+        "tags": [
+            ("sidecarNumActions", str(sidecar_actions)),
+            ("sidecarSizeInBytes", str(sidecar_bytes)),
+            ("numOfAddFiles", str(num_add_files)),
+        ],
+    }
+
+
+def sidecar_action(name: str, size: int, modification_time: int) -> dict:
+    """A ``sidecar`` action: the file's bare name (it lives in ``_delta_log/_sidecars``)."""
+    return {"path": name, "sizeInBytes": size, "modificationTime": modification_time, "tags": None}
 
 
 def checkpoint_bytes(table: pa.Table) -> bytes:
@@ -689,4 +768,26 @@ def complete_checkpoints(names: Iterable[str]) -> dict[int, list[str]]:
     for (version, total), parts in multi.items():
         if version not in out and parts == set(range(1, total + 1)):
             out[version] = checkpoint_part_names(version, total)
+    return out
+
+
+def referenced_sidecars(path: str, read_bytes) -> set[str]:
+    """Bare names of the sidecar files a checkpoint file (JSON or Parquet, any name) references."""
+    data = read_bytes(path)
+    rows: list[dict] = []
+    if path.endswith(".json"):
+        for line in data.decode("utf-8").splitlines():
+            if '"sidecar"' in line:
+                body = json.loads(line).get("sidecar")
+                if isinstance(body, dict):
+                    rows.append(body)
+    else:
+        pf = pq.ParquetFile(pa.BufferReader(data))
+        if "sidecar" in pf.schema_arrow.names:
+            rows = _column_rows([pf.read(columns=["sidecar"])], "sidecar")
+    out = set()
+    for row in rows:
+        p = row.get("path")
+        if isinstance(p, str) and p:
+            out.add(os.path.basename(unquote(urlparse(p).path if "://" in p or p.startswith("file:") else p)))
     return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 import re
 import threading
@@ -18,23 +19,51 @@ from urllib.parse import unquote, urlparse
 
 from isolde.errors import VersionNotFoundError
 
-from .actions import CommitInfo, now_ms, parse_commit
+from .actions import CommitInfo, Metadata, now_ms, parse_commit
 from .checkpoint import (
+    CHECKPOINT_RE,
     EMPTY_SCHEMA_STRING,
+    SIDECAR_DIR,
+    V2_CHECKPOINT_SCHEMA,
     CheckpointReader,
     checkpoint_bytes,
+    checkpoint_metadata_action,
     checkpoint_name,
     checkpoint_part_names,
     checkpoint_table,
     complete_checkpoints,
+    is_v2_checkpoint_name,
     parse_last_checkpoint,
+    referenced_sidecars,
+    sidecar_action,
+    sidecar_name,
+    sidecar_tables,
+    v2_checkpoint_name,
 )
-from .features import assert_writable, retention_ms
+from .features import (
+    ICT_ENABLEMENT_TIMESTAMP,
+    ICT_ENABLEMENT_VERSION,
+    assert_writable,
+    expired_log_cleanup_enabled,
+    has_v2_checkpoint_feature,
+    in_commit_timestamp_enablement,
+    in_commit_timestamps_enabled,
+    log_retention_ms,
+    retention_ms,
+    uses_v2_checkpoints,
+    writer_features,
+)
 from .snapshot import ReplayState, Snapshot
 from .store import LocalLogStore, LogStore
 
+_log = logging.getLogger(__name__)
+
 COMMIT_RE = re.compile(r"^(\d{20})\.json$")
+#: Version checksum files (``n.crc``) and log compactions (``x.y.compacted.json``).
+CRC_RE = re.compile(r"^(\d{20})\.crc$")
+COMPACTION_RE = re.compile(r"^(\d{20})\.(\d{20})\.compacted\.json$")
 LAST_CHECKPOINT = "_last_checkpoint"
+DAY_MS = 86_400_000
 #: Beyond this many new commits, reloading from the newest checkpoint beats replaying JSON.
 INCREMENTAL_UPDATE_LIMIT = 100
 #: How far below a wanted version to look for a checkpoint by name before listing the log.
@@ -239,9 +268,12 @@ class DeltaLog:
                 checkpoint_version = max(usable)
                 checkpoint_names = checkpoints[checkpoint_version]
             elif commits and commits[0] != 0:
+                earliest = self._earliest_of(commits, checkpoints)
+                if version is not None:
+                    raise self._cleaned_up_error(version, earliest)
                 raise VersionNotFoundError(
-                    f"Cannot load version {version if version is not None else commits[-1]} of {self.table_path}: "
-                    f"the log starts at version {commits[0]} and has no checkpoint before it (log cleaned up)."
+                    f"Cannot load version {commits[-1]} of {self.table_path}: the log starts at version "
+                    f"{commits[0]} and has no checkpoint before it (log cleaned up)."
                 )
         if checkpoint_names is not None:
             state.load_checkpoint(self._checkpoint_reader(checkpoint_names))
@@ -253,6 +285,9 @@ class DeltaLog:
                 if version is None:
                     break
                 latest = current
+                commits, checkpoints = self._list_log()
+                if commits and commits[-1] > current:  # a hole below the wanted version: cleaned up
+                    raise self._cleaned_up_error(version, self._earliest_of(commits, checkpoints))
                 raise VersionNotFoundError(
                     f"Cannot time travel {self.table_path} to version {version}: "
                     + (
@@ -268,18 +303,43 @@ class DeltaLog:
         return self._finish(current, state)
 
     # ------------------------------------------------------------------ time
+    def _first_commit_info(self, data: bytes) -> dict | None:
+        """The commitInfo of a commit file (the first one; in-commit timestamps put it first)."""
+        for line in data.splitlines():
+            if b'"commitInfo"' in line:
+                try:
+                    body = json.loads(line).get("commitInfo")
+                except ValueError:
+                    return None
+                return body if isinstance(body, dict) else None
+        return None
+
+    def in_commit_timestamp_enablement(self) -> tuple[int, int | None] | None:
+        """(first version stamped with inCommitTimestamp, its timestamp or None when on from the
+        start) for a table whose latest metadata has ``delta.enableInCommitTimestamps``; else None."""
+        latest = self.update()
+        return in_commit_timestamp_enablement(latest.metadata) if latest.version >= 0 else None
+
     def commit_timestamp(self, version: int) -> int:
-        """When ``version`` was committed (ms): inCommitTimestamp, commitInfo.timestamp or mtime."""
+        """When ``version`` was committed (ms).
+
+        Tables with in-commit timestamps (PROTOCOL.md): ``commitInfo.inCommitTimestamp`` from
+        ``delta.inCommitTimestampEnablementVersion`` on, the commit file's modification time before
+        it. Other tables: ``inCommitTimestamp`` or ``commitInfo.timestamp`` when the commit has one,
+        else the file's modification time.
+        """
+        return self._commit_timestamp(version, self.in_commit_timestamp_enablement())
+
+    def _commit_timestamp(self, version: int, ict: tuple[int, int | None] | None) -> int:
         path = self.commit_path(version)
         data = self._read_commit_bytes(version)
         if data is not None:
-            for line in data.splitlines():
-                if b'"commitInfo"' in line:
-                    body = json.loads(line).get("commitInfo") or {}
-                    ts = body.get("inCommitTimestamp") or body.get("timestamp")
-                    if ts is not None:
-                        return int(ts)
-                    break
+            if ict is not None and version < ict[0]:
+                return self.store.status(path).modification_time
+            body = self._first_commit_info(data) or {}
+            ts = body.get("inCommitTimestamp") or body.get("timestamp")
+            if ts is not None:
+                return int(ts)
             return self.store.status(path).modification_time
         for name in complete_checkpoints(
             os.path.basename(s.path) for s in self.store.list_from(os.path.join(self.log_path, f"{version:020d}"))
@@ -287,36 +347,76 @@ class DeltaLog:
             return self.store.status(os.path.join(self.log_path, name)).modification_time
         raise VersionNotFoundError(f"Version {version} of {self.table_path} does not exist.")
 
-    def version_at_timestamp(self, timestamp) -> int:
-        """The latest version committed at or before ``timestamp`` (ms, datetime or ISO text)."""
-        ts = _to_ms(timestamp)
-        commits, _ = self._list_log()
+    @staticmethod
+    def _earliest_of(commits: list[int], checkpoints: dict[int, list[str]]) -> int | None:
+        """The earliest version that can be rebuilt: 0 when the contiguous run of commits that ends
+        at the latest version starts at 0, else the oldest complete checkpoint from which the
+        commits after it are all present. None when nothing can be rebuilt."""
         if not commits:
-            raise VersionNotFoundError(f"The table {self.table_path} does not exist.")
-        # the contiguous run of commit files that ends at the latest version
+            return min(checkpoints) if checkpoints else None
         lo_index = len(commits) - 1
         while lo_index > 0 and commits[lo_index - 1] == commits[lo_index] - 1:
             lo_index -= 1
-        lo, hi = commits[lo_index], commits[-1]
-        earliest = self.commit_timestamp(lo)
-        if ts < earliest:
+        start = commits[lo_index]
+        if start == 0:
+            return 0
+        usable = [v for v in checkpoints if start - 1 <= v <= commits[-1]]
+        return min(usable) if usable else None
+
+    def earliest_available_version(self) -> int:
+        """The oldest version time travel can reach (older commits were cleaned up or never kept)."""
+        commits, checkpoints = self._list_log()
+        earliest = self._earliest_of(commits, checkpoints)
+        if earliest is None:
+            raise VersionNotFoundError(f"The table {self.table_path} does not exist.")
+        return earliest
+
+    def _cleaned_up_error(self, version: int, earliest: int | None) -> VersionNotFoundError:
+        where = (f"the earliest available version is {earliest}" if earliest is not None
+                 else "no version of it can be rebuilt")
+        return VersionNotFoundError(
+            f"Cannot time travel {self.table_path} to version {version}: {where}; the log before it was "
+            "cleaned up (delta.logRetentionDuration) or is missing.")
+
+    def version_at_timestamp(self, timestamp) -> int:
+        """The latest version committed at or before ``timestamp`` (ms, datetime or ISO text).
+
+        With in-commit timestamps turned on at version E (timestamp T), a timestamp >= T is looked
+        for among versions >= E only, an earlier one among versions < E (PROTOCOL.md)."""
+        ts = _to_ms(timestamp)
+        commits, checkpoints = self._list_log()
+        if not commits:
+            raise VersionNotFoundError(f"The table {self.table_path} does not exist.")
+        ict = self.in_commit_timestamp_enablement()
+        earliest = self._earliest_of(commits, checkpoints)
+        if earliest is None:  # no checkpoint to start from: the contiguous run of commits that ends at the latest
+            lo_index = len(commits) - 1
+            while lo_index > 0 and commits[lo_index - 1] == commits[lo_index] - 1:
+                lo_index -= 1
+            earliest = commits[lo_index]
+        lo, hi = earliest, commits[-1]
+        if ict is not None and ict[1] is not None and ict[0] > 0:
+            if ts >= ict[1]:
+                lo = max(lo, ict[0])
+            else:
+                hi = min(hi, ict[0] - 1)
+        iso = dt.datetime.fromtimestamp(ts / 1000, dt.timezone.utc).isoformat()
+        if hi < lo or ts < self._commit_timestamp(lo, ict):
             raise VersionNotFoundError(
-                f"The timestamp {dt.datetime.fromtimestamp(ts / 1000, dt.timezone.utc).isoformat()} is before the "
-                f"earliest available version {lo} of {self.table_path}."
+                f"The timestamp {iso} is before the earliest available version {earliest} of {self.table_path}."
             )
-        latest = self.commit_timestamp(hi)
+        latest = self._commit_timestamp(hi, ict)
         if ts >= latest:
-            if ts > latest:
+            if ts > latest and hi == commits[-1]:
                 raise VersionNotFoundError(
-                    f"The timestamp {dt.datetime.fromtimestamp(ts / 1000, dt.timezone.utc).isoformat()} is after the "
-                    f"latest commit (version {hi}) of {self.table_path}."
+                    f"The timestamp {iso} is after the latest commit (version {hi}) of {self.table_path}."
                 )
             return hi
         while lo < hi:  # invariant: ts(lo) <= ts < ts(hi)
             mid = (lo + hi + 1) // 2
             if mid == hi:
                 break
-            if self.commit_timestamp(mid) <= ts:
+            if self._commit_timestamp(mid, ict) <= ts:
                 lo = mid
             else:
                 hi = mid
@@ -324,8 +424,12 @@ class DeltaLog:
 
     # ------------------------------------------------------------------ history
     def history(self, limit: int | None = None, up_to: int | None = None) -> list[dict]:
-        """commitInfo of each version, newest first, each with its ``version`` (DESCRIBE HISTORY)."""
+        """commitInfo of each version, newest first, each with its ``version`` (DESCRIBE HISTORY).
+
+        ``timestamp`` is the commit timestamp as ``commit_timestamp`` defines it: the in-commit
+        timestamp on tables that have them (the file time before they were turned on)."""
         latest = self.update().version if up_to is None else up_to
+        ict = self.in_commit_timestamp_enablement()
         out: list[dict] = []
         version = latest
         while version >= 0 and (limit is None or len(out) < limit):
@@ -335,36 +439,294 @@ class DeltaLog:
             info = next((a for a in _parse_commit(data, version, self.table_path) if isinstance(a, CommitInfo)), None)
             entry = {"version": version}
             entry.update(info.to_dict() if info is not None else {})
+            if ict is not None and version < ict[0]:
+                entry["timestamp"] = self.store.status(self.commit_path(version)).modification_time
+            elif ict is not None and entry.get("inCommitTimestamp") is not None:
+                entry["timestamp"] = int(entry["inCommitTimestamp"])
             if entry.get("timestamp") is None:
                 entry["timestamp"] = self.store.status(self.commit_path(version)).modification_time
             out.append(entry)
             version -= 1
         return out
 
+    # ------------------------------------------------------------------ in-commit timestamps (write side)
+    def stamp_in_commit_timestamp(self, info: CommitInfo, actions: list, version: int,
+                                  read_snapshot: Snapshot | None = None) -> list:
+        """Give the commit about to be written as ``version`` its in-commit timestamp.
+
+        A no-op (returns ``actions``) unless the table, as this commit leaves it, has the
+        ``inCommitTimestamp`` writer feature and ``delta.enableInCommitTimestamps = true``.
+        Otherwise sets ``info.timestamp`` and ``info.extra["inCommitTimestamp"]`` to
+        max(``info.timestamp`` (or now), the previous commit's inCommitTimestamp / timestamp + 1);
+        when this commit turns the timestamps on for a table that has earlier commits, also
+        later than the previous commit file's modification time, and the returned actions carry a
+        copy of its metaData with ``delta.inCommitTimestampEnablementVersion`` = ``version`` and
+        ``delta.inCommitTimestampEnablementTimestamp`` = the timestamp (PROTOCOL.md "In-Commit
+        Timestamps"). Call once per commit attempt (the version and the previous commit change
+        between attempts), after ``info.timestamp`` is set and before serializing
+        ``[info, *actions]`` (commitInfo first, as the feature requires).
+        """
+        from .actions import Protocol
+
+        metadata_action = next((a for a in actions if isinstance(a, Metadata)), None)
+        protocol_action = next((a for a in actions if isinstance(a, Protocol)), None)
+        before = read_snapshot if read_snapshot is not None else (self.snapshot(version - 1) if version > 0 else None)
+        before_metadata = before.metadata if before is not None and before.version >= 0 else None
+        metadata = metadata_action or before_metadata
+        protocol = protocol_action or (before.protocol if before is not None and before.version >= 0 else None)
+        if metadata is None or protocol is None or not in_commit_timestamps_enabled(metadata) \
+                or "inCommitTimestamp" not in writer_features(protocol, metadata):
+            return actions
+        floor = None
+        enabling = version > 0 and not in_commit_timestamps_enabled(before_metadata)
+        if version > 0:
+            data = self._read_commit_bytes(version - 1)
+            if data is not None:
+                body = self._first_commit_info(data) or {}
+                previous = body.get("inCommitTimestamp") or body.get("timestamp")
+                if previous is not None:
+                    floor = int(previous) + 1
+                if enabling:
+                    mtime = self.store.status(self.commit_path(version - 1)).modification_time
+                    floor = max(floor or 0, mtime + 1)
+        stamp = max(int(info.timestamp or now_ms()), floor or 0)
+        info.timestamp = stamp
+        info.extra["inCommitTimestamp"] = stamp
+        if not enabling:
+            return actions
+        conf = dict(metadata.configuration)
+        conf[ICT_ENABLEMENT_VERSION] = str(version)
+        conf[ICT_ENABLEMENT_TIMESTAMP] = str(stamp)
+        stamped = Metadata(
+            schema_string=metadata.schema_string, partition_columns=tuple(metadata.partition_columns),
+            configuration=conf, id=metadata.id, name=metadata.name, description=metadata.description,
+            format_provider=metadata.format_provider, format_options=dict(metadata.format_options),
+            created_time=metadata.created_time, extra=dict(metadata.extra),
+        )
+        if metadata_action is None:
+            return [*actions, stamped]
+        return [stamped if a is metadata_action else a for a in actions]
+
     # ------------------------------------------------------------------ checkpoints
-    def checkpoint(self, version: int | None = None) -> str:
-        """Write a classic Parquet checkpoint at ``version`` (latest by default); returns its path."""
+    def checkpoint(self, version: int | None = None, *, cleanup: bool = True) -> str:
+        """Write a checkpoint at ``version`` (latest by default); returns its path.
+
+        A V2 checkpoint (UUID-named top-level Parquet file + sidecars) when the table has the
+        v2Checkpoint feature and ``delta.checkpointPolicy = v2``, a classic single-file one
+        otherwise. ``_last_checkpoint`` then names it (unless it already names a newer one), and
+        with ``cleanup`` expired log files are removed (``cleanup_expired_logs``; a failure there
+        is logged, never raised: the checkpoint stands)."""
         snap = self.snapshot(version)
         if snap.version < 0:
             raise VersionNotFoundError(f"Cannot checkpoint {self.table_path}: the table does not exist.")
         horizon = now_ms() - retention_ms(snap.metadata, "delta.deletedFileRetentionDuration", "interval 1 week")
         tombstones = [r for r in snap.tombstones if r.deletion_timestamp is None or r.deletion_timestamp > horizon]
-        table = checkpoint_table(
-            snap.protocol,
-            snap.metadata,
-            snap.set_transactions.values(),
-            snap.domain_metadata.values(),
-            snap.all_files,
-            tombstones,
-        )
-        body = checkpoint_bytes(table)
-        path = os.path.join(self.log_path, checkpoint_name(snap.version))
-        self.store.write(path, body)
+        if uses_v2_checkpoints(snap.protocol, snap.metadata):
+            path, last = self._write_v2_checkpoint(snap, tombstones)
+        else:
+            table = checkpoint_table(
+                snap.protocol,
+                snap.metadata,
+                snap.set_transactions.values(),
+                snap.domain_metadata.values(),
+                snap.all_files,
+                tombstones,
+            )
+            body = checkpoint_bytes(table)
+            path = os.path.join(self.log_path, checkpoint_name(snap.version))
+            self.store.write(path, body)
+            last = {"version": snap.version, "size": table.num_rows, "sizeInBytes": len(body),
+                    "numOfAddFiles": snap.num_files}
         info = self._last_checkpoint_info()
         if info is None or info["version"] <= snap.version:
-            last = {"version": snap.version, "size": table.num_rows, "sizeInBytes": len(body), "numOfAddFiles": snap.num_files}
             self.store.write(os.path.join(self.log_path, LAST_CHECKPOINT), json.dumps(last).encode())
+        if cleanup:
+            try:
+                self.cleanup_expired_logs(snap)
+            except Exception:  # a failed cleanup costs disk space only
+                _log.warning("log cleanup of %s failed", self.table_path, exc_info=True)
         return path
+
+    def _write_v2_checkpoint(self, snap: Snapshot, tombstones: list) -> tuple[str, dict]:
+        """Sidecars first, then the UUID-named top-level file that references them (a reader that
+        finds the top-level file finds complete sidecars). Returns (path, _last_checkpoint body)."""
+        sidecar_dir = os.path.join(self.log_path, SIDECAR_DIR)
+        parts = sidecar_tables(snap.all_files, tombstones)
+        sidecars = []
+        for i, part in enumerate(parts, start=1):
+            name = sidecar_name(snap.version, i, len(parts))
+            body = checkpoint_bytes(part)
+            if i == 1:
+                self.store.mkdirs(sidecar_dir)
+            full = os.path.join(sidecar_dir, name)
+            self.store.put_if_absent(full, body)
+            sidecars.append(sidecar_action(name, len(body), self.store.status(full).modification_time))
+        sidecar_actions = sum(p.num_rows for p in parts)
+        sidecar_bytes = sum(s["sizeInBytes"] for s in sidecars)
+        cp_meta = checkpoint_metadata_action(snap.version, sidecar_actions=sidecar_actions,
+                                             sidecar_bytes=sidecar_bytes, num_add_files=snap.num_files)
+        top = checkpoint_table(
+            snap.protocol, snap.metadata, snap.set_transactions.values(), snap.domain_metadata.values(), (), (),
+            schema=V2_CHECKPOINT_SCHEMA,
+            leading=[("checkpointMetadata", cp_meta), *(("sidecar", s) for s in sidecars)],
+        )
+        body = checkpoint_bytes(top)
+        name = v2_checkpoint_name(snap.version)
+        path = os.path.join(self.log_path, name)
+        self.store.put_if_absent(path, body)
+        non_file = [{"protocol": snap.protocol.to_dict()}, {"metaData": snap.metadata.to_dict()}]
+        non_file += [{"txn": t.to_dict()} for t in snap.set_transactions.values()]
+        non_file += [{"domainMetadata": d.to_dict()} for d in snap.domain_metadata.values() if not d.removed]
+        non_file.append({"checkpointMetadata": {"version": snap.version, "tags": dict(cp_meta["tags"])}})
+        last = {
+            "version": snap.version,
+            "size": top.num_rows + sidecar_actions,
+            "sizeInBytes": len(body) + sidecar_bytes,
+            "numOfAddFiles": snap.num_files,
+            "v2Checkpoint": {
+                "path": name,
+                "sizeInBytes": len(body),
+                "modificationTime": self.store.status(path).modification_time,
+                "nonFileActions": non_file,
+                "sidecarFiles": [{k: v for k, v in s.items() if v is not None} for s in sidecars],
+            },
+        }
+        return path, last
+
+    def _compatibility_checkpoint(self, version: int, names: list[str]) -> str | None:
+        """A classic-named copy of a UUID-named V2 checkpoint (same actions, same sidecars), so a
+        reader that knows only classic names still finds the protocol once the commits before it are
+        gone, and fails cleanly on the v2Checkpoint feature (Delta's compatibility checkpoint)."""
+        if not names or not all(is_v2_checkpoint_name(n) for n in names):
+            return None
+        classic = os.path.join(self.log_path, checkpoint_name(version))
+        if self.store.exists(classic):
+            return None
+        source = os.path.join(self.log_path, names[0])
+        data = self.store.read(source)
+        if source.endswith(".json"):
+            from .checkpoint import json_checkpoint_table
+
+            data = checkpoint_bytes(json_checkpoint_table(data))
+        self.store.write(classic, data)
+        return classic
+
+    # ------------------------------------------------------------------ log cleanup
+    def cleanup_expired_logs(self, snapshot: Snapshot | None = None, *, now: int | None = None) -> list[str]:
+        """Delete the log files no version within ``delta.logRetentionDuration`` (30 days) needs,
+        as PROTOCOL.md "Metadata Cleanup" and Delta's MetadataCleanup do; returns the deleted paths.
+
+        Nothing happens when ``delta.enableExpiredLogCleanup`` is false. The cutoff is midnight UTC
+        of (now - retention). A commit is expired when its file is older than the cutoff -- file
+        times made monotonic by version, as Delta does, and for commits that carry an in-commit
+        timestamp that timestamp too. The newest complete checkpoint at or below the newest
+        expired commit is the cutoff checkpoint: it, its commit and everything after it are kept;
+        every commit, checkpoint (any kind) and ``n.crc`` checksum below it goes, and every log
+        compaction (``x.y.compacted.json``) with x at or below it, with their hidden ``.name.crc``
+        siblings. When a
+        checkpoint was deleted, sidecar files no remaining checkpoint references and older than
+        the cutoff go too. Before anything is deleted, a UUID-named newest checkpoint gets a
+        classic-named compatibility copy.
+        """
+        snap = snapshot if snapshot is not None else self.update()
+        if snap.version < 0 or not expired_log_cleanup_enabled(snap.metadata):
+            return []
+        now = now_ms() if now is None else now
+        cutoff_dt = dt.datetime.fromtimestamp((now - log_retention_ms(snap.metadata)) / 1000, dt.timezone.utc)
+        cutoff = int(dt.datetime(cutoff_dt.year, cutoff_dt.month, cutoff_dt.day,
+                                 tzinfo=dt.timezone.utc).timestamp() * 1000)
+        statuses = self.store.list_from(os.path.join(self.log_path, "0" * 20))
+        by_name = {os.path.basename(s.path): s for s in statuses}
+        commits = sorted((int(m.group(1)), by_name[m.group(0)]) for m in map(COMMIT_RE.match, by_name) if m)
+        checkpoints = complete_checkpoints(by_name)
+        if not commits or not checkpoints:
+            return []
+        ict = in_commit_timestamp_enablement(snap.metadata)
+        # the newest expired commit: the expired ones are a prefix once file times are monotonic
+        cutoff_commit = None
+        last_time = None
+        for version, status in commits:
+            if cutoff_commit is not None and version != cutoff_commit + 1:
+                break  # a gap: never reason across it
+            mtime = status.modification_time
+            last_time = mtime if last_time is None else max(mtime, last_time + 1)
+            if last_time > cutoff:
+                break
+            if ict is not None and version >= ict[0]:
+                body = self._first_commit_info(self.store.read(status.path)) or {}
+                stamp = body.get("inCommitTimestamp")
+                if stamp is not None and int(stamp) > cutoff:
+                    break
+            cutoff_commit = version
+        if cutoff_commit is None:
+            return []
+        candidates = [v for v in checkpoints if v <= cutoff_commit]
+        if not candidates:
+            return []
+        keep_from = max(candidates)
+        latest_commit = commits[-1][0]
+        present = {v for v, _ in commits}
+        if any(v not in present for v in range(keep_from + 1, latest_commit + 1)):
+            return []  # the commits after the cutoff checkpoint must all be there to rebuild every kept version
+        doomed: list[str] = []
+        deleted_checkpoint = False
+        for name in sorted(by_name):
+            version = None
+            m = COMMIT_RE.match(name) or CRC_RE.match(name)
+            if m:
+                version = int(m.group(1))
+            elif CHECKPOINT_RE.match(name):
+                version = int(name[:20])
+                if version < keep_from:
+                    deleted_checkpoint = True
+            else:
+                c = COMPACTION_RE.match(name)
+                if c and int(c.group(1)) <= keep_from:  # no reader can start it from a kept version
+                    doomed.append(name)
+                continue
+            if version is not None and version < keep_from:
+                doomed.append(name)
+        if not doomed:
+            return []
+        newest = max(checkpoints)
+        self._compatibility_checkpoint(newest, checkpoints[newest])
+        deleted = []
+        for name in doomed:  # oldest first: a crash midway leaves a log that still starts at a checkpoint
+            path = os.path.join(self.log_path, name)
+            if self.store.delete(path):
+                deleted.append(path)
+            self.store.delete(os.path.join(self.log_path, f".{name}.crc"))
+        if deleted_checkpoint and (has_v2_checkpoint_feature(snap.protocol)
+                                   or os.path.isdir(os.path.join(self.log_path, SIDECAR_DIR))):
+            deleted += self._delete_unreferenced_sidecars(cutoff)
+        return deleted
+
+    def _delete_unreferenced_sidecars(self, cutoff: int) -> list[str]:
+        """Sidecar files that no checkpoint in the log references and that are older than ``cutoff``
+        (a younger one may belong to a checkpoint being written)."""
+        sidecar_dir = os.path.join(self.log_path, SIDECAR_DIR)
+        statuses = self.store.list_from(os.path.join(sidecar_dir, "0" * 20))
+        if not statuses:
+            return []
+        referenced: set[str] = set()
+        for status in self.store.list_from(os.path.join(self.log_path, "0" * 20)):
+            name = os.path.basename(status.path)
+            if CHECKPOINT_RE.match(name) and not re.match(r"^\d{20}\.checkpoint\.\d{10}\.\d{10}\.parquet$", name):
+                try:
+                    referenced |= referenced_sidecars(status.path, self.store.read)
+                except FileNotFoundError:
+                    continue
+                except Exception:
+                    return []  # a checkpoint that cannot be read might reference anything: keep them all
+        deleted = []
+        for status in statuses:
+            name = os.path.basename(status.path)
+            if name in referenced or status.modification_time >= cutoff or not name.endswith(".parquet"):
+                continue
+            if self.store.delete(status.path):
+                deleted.append(status.path)
+            self.store.delete(os.path.join(sidecar_dir, f".{name}.crc"))
+        return deleted
 
     # ------------------------------------------------------------------ transactions
     def start_transaction(self, snapshot: Snapshot | None = None, *, max_attempts: int | None = None):

@@ -30,13 +30,31 @@ SUPPORTED_FEATURES: frozenset[str] = frozenset(
         "clustering",
         "icebergCompatV2",
         "allowColumnDefaults",
+        # checkpoints: UUID-named V2 checkpoints with sidecars are read and (delta.checkpointPolicy
+        # = v2) written, never multi-part ones (DeltaLog.checkpoint)
+        "v2Checkpoint",
+        # a writer restriction on VACUUM only: it checks the read and the write protocol before it
+        # deletes anything (executor/jobs/vacuum.py)
+        "vacuumProtocolCheck",
     }
 )
 
-#: Features isolde reads but does not write: vacuumProtocolCheck asks nothing of a reader;
-#: v2Checkpoint only changes how checkpoints are stored (UUID-named, with sidecar files),
-#: which the log replay reads.
-READ_ONLY_FEATURES: frozenset[str] = frozenset({"vacuumProtocolCheck", "v2Checkpoint"})
+#: Features isolde reads but does not write. inCommitTimestamp: readers take commit times from
+#: commitInfo.inCommitTimestamp (DeltaLog.commit_timestamp); a writer must stamp every commit
+#: (DeltaLog.stamp_in_commit_timestamp), which the commit path does not call yet.
+READ_ONLY_FEATURES: frozenset[str] = frozenset({"inCommitTimestamp"})
+
+#: Reader-writer features: listed in readerFeatures as well as writerFeatures.
+READER_WRITER_FEATURES: frozenset[str] = frozenset(
+    {"deletionVectors", "columnMapping", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck", "typeWidening",
+     "variantType"}
+)
+
+CHECKPOINT_POLICIES = ("classic", "v2")
+DEFAULT_LOG_RETENTION = "interval 30 days"
+ICT_ENABLED = "delta.enableInCommitTimestamps"
+ICT_ENABLEMENT_VERSION = "delta.inCommitTimestampEnablementVersion"
+ICT_ENABLEMENT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
 
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7
@@ -51,7 +69,7 @@ _LEGACY_WRITER_FEATURES = {
 }
 
 #: Writer features that ask nothing of a writer until a table property turns them on.
-_PROPERTY_ENABLED = frozenset({"changeDataFeed"})
+_PROPERTY_ENABLED = frozenset({"changeDataFeed", "inCommitTimestamp"})
 
 ISOLATION_LEVELS = ("Serializable", "WriteSerializable")
 DEFAULT_ISOLATION_LEVEL = "WriteSerializable"
@@ -65,6 +83,8 @@ def _feature_active(feature: str, metadata: Metadata | None) -> bool:
         return conf.get("delta.enableChangeDataFeed", "false").lower() == "true"
     if feature == "columnMapping":
         return conf.get("delta.columnMapping.mode", "none").lower() != "none"
+    if feature == "inCommitTimestamp":
+        return conf.get("delta.enableInCommitTimestamps", "false").lower() == "true"
     return True
 
 
@@ -131,7 +151,8 @@ def assert_writable(protocol: Protocol, metadata: Metadata | None = None, table:
             error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE",
         )
     # a listed feature that only acts once a property enables it (changeDataFeed: a writer of a
-    # table without delta.enableChangeDataFeed writes no change data) needs nothing of a writer
+    # table without delta.enableChangeDataFeed writes no change data; inCommitTimestamp without
+    # delta.enableInCommitTimestamps stamps nothing) needs nothing of a writer
     # until then; enabling it is a metadata change that this check refuses
     missing = sorted(f for f in writer_features(protocol, metadata) - SUPPORTED_FEATURES
                      if f not in _PROPERTY_ENABLED or _feature_active(f, metadata))
@@ -167,12 +188,16 @@ def required_protocol(metadata: Metadata, base: Protocol | None = None) -> Proto
         reader.add("columnMapping")
     if conf.get("delta.enableicebergcompatv2") == "true":
         writer.add("icebergCompatV2")
+    if conf.get("delta.checkpointpolicy", "classic").strip() == "v2":
+        reader.add("v2Checkpoint")
+    if conf.get(ICT_ENABLED.lower()) == "true" and "inCommitTimestamp" in SUPPORTED_FEATURES:
+        writer.add("inCommitTimestamp")
     for key, value in conf.items():
         if key.startswith("delta.feature."):
             name = next((f for f in SUPPORTED_FEATURES if f.lower() == key[len("delta.feature."):]), None)
             if name is not None:
                 writer.add(name)
-                if name in ("deletionVectors", "columnMapping", "timestampNtz"):
+                if name in READER_WRITER_FEATURES:
                     reader.add(name)
     base = base or Protocol(1, 2)
     have_reader = reader_features(base, metadata)
@@ -203,6 +228,7 @@ _BOOLEAN_PROPERTIES = (
     "delta.enableIcebergCompatV2",
     "delta.checkpoint.writeStatsAsJson",
     "delta.checkpoint.writeStatsAsStruct",
+    "delta.enableExpiredLogCleanup",
 )
 _INTERVAL_PROPERTIES = (
     "delta.logRetentionDuration",
@@ -218,14 +244,14 @@ _PASS_THROUGH_PREFIXES = (
 _PASS_THROUGH_PROPERTIES = (
     "delta.enableTypeWidening",
     "delta.enableInCommitTimestamps",
-    "delta.enableExpiredLogCleanup",
+    "delta.inCommitTimestampEnablementVersion",
+    "delta.inCommitTimestampEnablementTimestamp",
     "delta.setTransactionRetentionDuration",
     "delta.autoOptimize.autoCompact",
     "delta.autoOptimize.optimizeWrite",
     "delta.compatibility.symlinkFormatManifest.enabled",
     "delta.parquet.compression.codec",
     "delta.timeUntilArchived",
-    "delta.checkpointPolicy",
     "delta.enableIcebergCompatV1",
     "delta.icebergCompatV2.enabled",
 )
@@ -272,6 +298,7 @@ def validate_table_properties(conf: Mapping[str, str]) -> dict[str, str]:
             "delta.tuneFileSizesForRewrites".lower(): "delta.tuneFileSizesForRewrites",
             "delta.randomizefileprefixes": "delta.randomizeFilePrefixes",
             "delta.datasKippingstatscolumns".lower(): "delta.dataSkippingStatsColumns",
+            "delta.checkpointpolicy": "delta.checkpointPolicy",
         }
     )
     known.update({k.lower(): k for k in _PASS_THROUGH_PROPERTIES})
@@ -324,6 +351,10 @@ def validate_table_properties(conf: Mapping[str, str]) -> dict[str, str]:
                 number = 0
             if number <= 0 and not (canonical == "delta.dataSkippingNumIndexedCols" and value.strip() == "-1"):
                 raise InvalidPropertyError(f"{canonical} must be a positive integer, not {value!r}.")
+        elif canonical == "delta.checkpointPolicy":
+            if value.strip().lower() not in CHECKPOINT_POLICIES:
+                raise InvalidPropertyError(f"delta.checkpointPolicy must be classic or v2, not {value!r}.")
+            value = value.strip().lower()
         elif canonical == "delta.columnMapping.mode":
             if value.lower() not in ("none", "name", "id"):
                 raise InvalidPropertyError(f"delta.columnMapping.mode must be none, name or id, not {value!r}.")
@@ -361,3 +392,62 @@ def retention_ms(metadata: Metadata | None, key: str, default: str) -> int:
         return parse_interval_ms(text)
     except InvalidPropertyError:
         return parse_interval_ms(default)
+
+
+# --------------------------------------------------------------------------- checkpoints, log retention
+
+
+def uses_v2_checkpoints(protocol: Protocol | None, metadata: Metadata | None) -> bool:
+    """Whether checkpoints of this table are written as V2 (UUID-named, with sidecars): the
+    table has the v2Checkpoint feature and ``delta.checkpointPolicy`` is ``v2``."""
+    if protocol is None or metadata is None:
+        return False
+    policy = next((v for k, v in metadata.configuration.items() if k.lower() == "delta.checkpointpolicy"), "classic")
+    return str(policy).strip().lower() == "v2" and "v2Checkpoint" in writer_features(protocol, metadata)
+
+
+def has_v2_checkpoint_feature(protocol: Protocol | None) -> bool:
+    return protocol is not None and "v2Checkpoint" in set(protocol.reader_features or ()) | set(
+        protocol.writer_features or ())
+
+
+def expired_log_cleanup_enabled(metadata: Metadata | None) -> bool:
+    """``delta.enableExpiredLogCleanup`` (default true)."""
+    if metadata is None:
+        return False
+    value = next((v for k, v in metadata.configuration.items() if k.lower() == "delta.enableexpiredlogcleanup"),
+                 "true")
+    return str(value).strip().lower() != "false"
+
+
+def log_retention_ms(metadata: Metadata | None) -> int:
+    """``delta.logRetentionDuration`` in ms (default 30 days)."""
+    text = DEFAULT_LOG_RETENTION
+    if metadata is not None:
+        text = next((v for k, v in metadata.configuration.items() if k.lower() == "delta.logretentionduration"), text)
+    try:
+        return parse_interval_ms(text)
+    except InvalidPropertyError:
+        return parse_interval_ms(DEFAULT_LOG_RETENTION)
+
+
+def in_commit_timestamps_enabled(metadata: Metadata | None) -> bool:
+    """``delta.enableInCommitTimestamps`` is true (commit times come from commitInfo.inCommitTimestamp)."""
+    if metadata is None:
+        return False
+    value = next((v for k, v in metadata.configuration.items() if k.lower() == ICT_ENABLED.lower()), "false")
+    return str(value).strip().lower() == "true"
+
+
+def in_commit_timestamp_enablement(metadata: Metadata | None) -> tuple[int, int | None] | None:
+    """(first version with in-commit timestamps, its timestamp) for a table that has them on,
+    (0, None) when they were on from the start; None when they are off."""
+    if not in_commit_timestamps_enabled(metadata):
+        return None
+    conf = metadata.configuration
+    try:
+        version = int(conf[ICT_ENABLEMENT_VERSION])
+        timestamp = int(conf[ICT_ENABLEMENT_TIMESTAMP])
+    except (KeyError, ValueError, TypeError):
+        return (0, None)
+    return (version, timestamp)

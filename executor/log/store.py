@@ -51,6 +51,10 @@ class LogStore(ABC):
     def mkdirs(self, path: str) -> None:
         """Make sure a directory exists (a no-op for object stores)."""
 
+    def delete(self, path: str) -> bool:
+        """Delete one file (log cleanup); False when it did not exist."""
+        raise NotImplementedError(f"{type(self).__name__} cannot delete files")
+
     def identity(self, path: str) -> tuple:
         """Something that changes whenever the file at ``path`` is replaced (for caching)."""
         st = self.status(path)
@@ -155,6 +159,13 @@ class LocalLogStore(LogStore):
 
     def mkdirs(self, path: str) -> None:
         os.makedirs(path, exist_ok=True)
+
+    def delete(self, path: str) -> bool:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return False
+        return True
 
     def identity(self, path: str) -> tuple:
         st = os.stat(path)

@@ -145,16 +145,13 @@ def test_only_the_version_read_needs_to_be_readable():
     assert info.value.error_class == "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"
 
 
-def test_read_only_features_are_read_and_not_written():
-    for name, feature in (("basic-with-vacuum-protocol-check-feature", "vacuumProtocolCheck"),
-                          ("checkpoint-v2-table", "v2Checkpoint")):
+def test_v2_checkpoint_and_vacuum_protocol_check_tables_are_read_and_written():
+    for name in ("basic-with-vacuum-protocol-check-feature", "checkpoint-v2-table"):
         log = DeltaLog(os.path.join(ENGINES, name))
         snap = log.update()
         assert snap.readable and snap.all_files
-        with pytest.raises(UnsupportedFeatureError) as info:
-            log.start_transaction()
-        assert f"the writer feature {feature}, which isolde does not support (isolde reads {feature} tables " \
-               "but does not write them)." in str(info.value)
+        txn = log.start_transaction()  # no UnsupportedFeatureError: isolde writes both features now
+        assert txn.read_version == snap.version
 
 
 def test_column_mapping_id_mode_is_read_and_not_written():

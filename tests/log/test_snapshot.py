@@ -243,7 +243,8 @@ def write_commit(path, version, actions):
 
 
 def test_supported_features_constant():
-    assert "deletionVectors" in SUPPORTED_FEATURES and "v2Checkpoint" not in SUPPORTED_FEATURES
+    assert {"deletionVectors", "v2Checkpoint", "vacuumProtocolCheck"} <= SUPPORTED_FEATURES
+    assert "variantType" not in SUPPORTED_FEATURES
     assert isinstance(SUPPORTED_FEATURES, frozenset)
 
 
@@ -294,7 +295,7 @@ def test_validate_table_properties():
         {"delta.checkpointInterval": "ten"},
         {"delta.deletedFileRetentionDuration": "7 days"},
         {"delta.noSuchProperty": "1"},
-        {"delta.feature.v2Checkpoint": "supported"},
+        {"delta.feature.variantType": "supported"},
     ):
         with pytest.raises(InvalidPropertyError):
             validate_table_properties(bad)

@@ -314,7 +314,6 @@ def test_delete_and_insert_round_trip(session, tmp_path, name):
 
 
 @pytest.mark.parametrize("name,feature", [
-    ("checkpoint-v2-table", "v2Checkpoint"),
     ("table-with-columnmapping-mode-id", "'id' mode"),
     ("type-widening", "typeWidening-preview"),
     ("cdf-table-with-cdc-and-dvs", "changeDataFeed"),
