@@ -169,7 +169,8 @@ def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequen
         phys = S.physical_struct(data_struct)
         df = _read_mapped(spark, T.StructType(phys.fields + hidden_fields), list(map(_exact, local)),
                           by_id=mode == "id")
-        df = df.select(*[F.col(f"`{p.name}`").cast(f.dataType).alias(f.name) if p.dataType != f.dataType
+        df = df.select(*[F.col(f"`{p.name}`").cast(S.nullable_type(f.dataType)).alias(f.name)
+                         if p.dataType != f.dataType
                          else F.col(f"`{p.name}`").alias(f.name)
                          for p, f in zip(phys.fields, data_struct.fields)],
                        *[F.col(_quote(h)) for h in hidden], F.col("_metadata"))

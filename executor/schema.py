@@ -390,6 +390,19 @@ def physical_name(f: T.StructField) -> str:
     return (f.metadata or {}).get(PHYSICAL_NAME, f.name)
 
 
+def nullable_type(dt: T.DataType) -> T.DataType:
+    """``dt`` with every nested field, element and value nullable: what a file read yields
+    (Spark's file sources read every column as nullable), and what Spark can cast a
+    physical struct to (it refuses a cast from a nullable field to a NOT NULL one)."""
+    if isinstance(dt, T.StructType):
+        return T.StructType([T.StructField(f.name, nullable_type(f.dataType), True, f.metadata) for f in dt.fields])
+    if isinstance(dt, T.ArrayType):
+        return T.ArrayType(nullable_type(dt.elementType), True)
+    if isinstance(dt, T.MapType):
+        return T.MapType(nullable_type(dt.keyType), nullable_type(dt.valueType), True)
+    return dt
+
+
 def _physical_type(dt: T.DataType) -> T.DataType:
     if isinstance(dt, T.StructType):
         return physical_struct(dt)

@@ -222,7 +222,7 @@ def conform(df: DataFrame, table_schema: T.StructType, *, columns: Sequence[str]
     for f in fields:
         source = mapping.get(f.name)
         if source is not None:
-            exprs.append(F.col(tmp[source]).cast(f.dataType).alias(f.name))
+            exprs.append(F.col(tmp[source]).cast(S.nullable_type(f.dataType)).alias(f.name))
         elif S.is_identity(f) or S.is_generated(f):
             exprs.append(F.lit(None).cast(f.dataType).alias(f.name))
         elif S.default_expression(f) is not None:
@@ -252,6 +252,13 @@ def conform(df: DataFrame, table_schema: T.StructType, *, columns: Sequence[str]
                 checks.append((_col(f.name).isNull(), [F.lit(_violation(
                     "notnull", f.name, f"NOT NULL constraint violated for column: {f.name}."))] +
                     _values_text([x.name for x in fields if x.name != f.name][:8])))
+            for path in _nested_not_null(f.dataType, (f.name,)):  # s.a NOT NULL: only where s is not null
+                name = ".".join(path)
+                parent = F.col(".".join(_q(p) for p in path[:-1]))
+                value = F.col(".".join(_q(p) for p in path))
+                checks.append((parent.isNotNull() & value.isNull(), [F.lit(_violation(
+                    "notnull", name, f"NOT NULL constraint violated for column: {name}."))] +
+                    _values_text([x.name for x in fields if x.name != f.name][:8])))
         for key, sql in sorted(configuration.items()):
             if key.lower().startswith(S.CONSTRAINT_PREFIX):
                 name = key[len(S.CONSTRAINT_PREFIX):]
@@ -267,6 +274,18 @@ def conform(df: DataFrame, table_schema: T.StructType, *, columns: Sequence[str]
             guard = F.when(cond, err) if guard is None else guard.when(cond, err)
         out = out.filter(guard.otherwise(F.lit(True)).cast("boolean"))
     return out.select(*[_col(f.name) for f in fields])
+
+
+def _nested_not_null(dt: T.DataType, path: tuple) -> list[tuple]:
+    """Paths of NOT NULL fields nested in structs (not inside arrays or maps), as Delta's
+    nested NOT NULL invariants: each holds where its parent struct is not null."""
+    out = []
+    if isinstance(dt, T.StructType):
+        for f in dt.fields:
+            if not f.nullable:
+                out.append((*path, f.name))
+            out += _nested_not_null(f.dataType, (*path, f.name))
+    return out
 
 
 def _fill_identity(df: DataFrame, fields, mapping) -> DataFrame:
@@ -304,12 +323,13 @@ def identity_metadata_update(metadata, written: "WrittenFiles"):
             new_fields.append(f)
             continue
         step = int(f.metadata[S.IDENTITY_STEP])
+        key = S.physical_name(f)  # statistics are keyed by physical names under column mapping
         values = []
         for add in written.adds:
             st = add.parsed_stats or {}
             bound = (st.get("maxValues") if step > 0 else st.get("minValues")) or {}
-            if f.name in bound and bound[f.name] is not None:
-                values.append(int(bound[f.name]))
+            if bound.get(key) is not None:
+                values.append(int(bound[key]))
         if not values:
             new_fields.append(f)
             continue
@@ -350,7 +370,7 @@ def _physical_frame(df: DataFrame, metadata, parts: list, hidden: Sequence[str] 
         for f, p in zip(struct.fields, phys.fields):
             src = F.col("`" + by_lower.get(f.name.lower(), f.name).replace("`", "``") + "`")
             if p.dataType != f.dataType:
-                src = src.cast(p.dataType)
+                src = src.cast(S.nullable_type(p.dataType))
             cols.append(src.alias(p.name, metadata=p.metadata) if p.metadata else src.alias(p.name))
         df = df.select(*cols, *[F.col(_q(h)) for h in hidden])
         mapping = S.logical_to_physical(metadata)
