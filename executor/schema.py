@@ -91,7 +91,7 @@ _SIMPLE = {
     "void": T.NullType,
 }
 
-_TOKEN = re.compile(r"\s*(?:(`(?:[^`]|``)*`)|([A-Za-z_][A-Za-z0-9_]*)|(\d+)|([<>(),:])|(\S))")
+_TOKEN = re.compile(r"\s*(?:(`(?:[^`]|``)*`)|([A-Za-z_][A-Za-z0-9_]*)|(\d+)|([<>(),:])|('(?:[^'\\]|\\.)*')|(\S))")
 
 
 class _TypeParser:
@@ -99,9 +99,9 @@ class _TypeParser:
         self.text = text
         self.tokens = []
         for m in _TOKEN.finditer(text):
-            if m.group(5):
-                raise self.error(f"unexpected character {m.group(5)!r}")
-            tok = next(g for g in m.groups()[:4] if g is not None)
+            if m.group(6):
+                raise self.error(f"unexpected character {m.group(6)!r}")
+            tok = next(g for g in m.groups()[:5] if g is not None)
             self.tokens.append(tok)
         self.i = 0
 
@@ -185,7 +185,14 @@ class _TypeParser:
                     self.take()
                     self.take("null")
                     nullable = False
-                fields.append(T.StructField(name, ftype, nullable))
+                metadata = {}
+                if self.peek() and self.peek().lower() == "comment":
+                    self.take()
+                    literal = self.take()
+                    if not literal.startswith("'"):
+                        raise self.error(f"expected a string after COMMENT, found {literal!r}")
+                    metadata["comment"] = re.sub(r"\\(.)", r"\1", literal[1:-1])
+                fields.append(T.StructField(name, ftype, nullable, metadata or None))
                 if self.peek() == ",":
                     self.take(",")
             self.take(">")

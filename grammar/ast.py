@@ -362,6 +362,7 @@ class DropView(Statement):
 @dataclass(frozen=True)
 class TruncateTable(Statement):
     table: TableRef
+    partition: tuple[PartitionValue, ...] = ()  # parsed to be refused: Delta truncates whole tables
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ from . import ast as a
 from .lexer import Tok
 from .slots import construct, error_at, expression, query, span_at, table_ref
 
+_SIMPLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
 # COPY INTO's SELECT reads the files through this placeholder table name.
 COPY_SOURCE = "__copy_source"
 _COPY_FROM = re.compile(r"\bFROM\s+(?P<path>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\s*$", re.I | re.S)
@@ -308,9 +310,14 @@ class Builder(threading.local):
 
     def _struct_field(self, c) -> str:
         name, data_type, *options = c
+        if not _SIMPLE_NAME.match(name):  # `y z`, `a.b`: the type text must keep the quotes
+            name = "`" + name.replace("`", "``") + "`"
         text = f"{name}: {data_type}"
         for option in options:
-            text += " NOT NULL" if option.field == "nullable" else f" COMMENT '{option.value}'"
+            if option.field == "nullable":
+                text += " NOT NULL"
+            else:
+                text += " COMMENT '" + option.value.replace("\\", "\\\\").replace("'", "\\'") + "'"
         return text
 
 

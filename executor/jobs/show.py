@@ -128,6 +128,8 @@ def type_sql(dt: T.DataType) -> str:
         return f"MAP<{type_sql(dt.keyType)}, {type_sql(dt.valueType)}>"
     if isinstance(dt, T.StructType):
         inner = ", ".join(f"{quote_if_needed(f.name)}: {type_sql(f.dataType)}{'' if f.nullable else ' NOT NULL'}"
+                          + (f" COMMENT {sql_string(f.metadata['comment'])}" if (f.metadata or {}).get("comment")
+                             else "")
                           for f in dt.fields)
         return f"STRUCT<{inner}>"
     if isinstance(dt, T.NullType):

@@ -507,4 +507,5 @@ def fallback_to_file_level(summary: TransactionSummary, winner: WinningCommitSum
         note = (f"(Decided per file: checking rows would have read more than the row-level budget of "
                 f"{budget:,} rows; raise it with SET isolde.rowLevelConcurrency.budgetRows.)")
         raise type(e)(table=e.table, winning_version=e.winning_version, winning_operation=e.winning_operation,
-                      partition=e.partition, detail=" ".join(x for x in (e.detail, note) if x)) from None
+                      partition=e.partition, detail=" ".join(x for x in (e.detail, note) if x),
+                      facts=getattr(e, "facts", None)) from None
