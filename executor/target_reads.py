@@ -29,7 +29,7 @@ from typing import Iterable, Optional
 import sqlglot.expressions as exp
 
 from isolde.grammar import ast
-from isolde.planner.resolve import FILE_FORMATS
+from isolde.planner.resolve import FILE_FORMATS, in_hint
 
 #: plan leaves that read no table files
 _NO_FILES = frozenset({"LocalRelation", "Range", "OneRowRelation", "LogicalRDD", "ExternalRDD",
@@ -90,7 +90,7 @@ def _leaves_with_subqueries(plan) -> list:
 def _tables(tree: Optional[exp.Expression]) -> Iterable[exp.Table]:
     if tree is None:
         return ()
-    return (t for t in tree.find_all(exp.Table) if t.name and not isinstance(t.parent, exp.Column))
+    return (t for t in tree.find_all(exp.Table) if t.name and not isinstance(t.parent, exp.Column) and not in_hint(t))
 
 
 def _statement_parts(stmt) -> tuple[list, list]:

@@ -34,7 +34,7 @@ from isolde.grammar import ast
 from isolde.grammar.dialect import sql as render_sql
 from isolde.grammar.lexer import Tok
 from isolde.grammar.slots import construct, query as parse_query
-from isolde.planner.resolve import FILE_FORMATS
+from isolde.planner.resolve import FILE_FORMATS, in_hint
 
 VIEW_SUFFIX = ".view.json"
 MAX_DEPTH = 32  # views over views; deeper is taken for a cycle
@@ -165,7 +165,7 @@ def expand_tree(ctx, tree: exp.Expression, depth: int = 0, chain: tuple = ()) ->
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     changed = False
     for node in list(tree.find_all(exp.Table)):
-        if not isinstance(node.this, exp.Identifier) or isinstance(node.parent, exp.Column):
+        if not isinstance(node.this, exp.Identifier) or isinstance(node.parent, exp.Column) or in_hint(node):
             continue
         parts = tuple(p for p in (node.catalog, node.db, node.name) if p)
         if len(parts) == 1 and parts[0].lower() in ctes:
@@ -311,7 +311,7 @@ def qualify(ctx, tree: exp.Expression) -> exp.Expression:
     tree = tree.copy()
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     for node in tree.find_all(exp.Table):
-        if not isinstance(node.this, exp.Identifier) or isinstance(node.parent, exp.Column):
+        if not isinstance(node.this, exp.Identifier) or isinstance(node.parent, exp.Column) or in_hint(node):
             continue
         if node.args.get("db") is not None or node.name.lower() in ctes:
             continue

@@ -58,7 +58,9 @@ _CONSTANTS = {"TRUE": lambda: exp.Boolean(this=True), "FALSE": lambda: exp.Boole
 _COMPARE_CHARS = re.compile(r"[=<>]")
 _AND = re.compile(r"\s+AND\s+", re.I)
 # Nodes that hold no tables (names, literals, types; a table alias holds names only).
-_LEAVES = frozenset({exp.Column, exp.Identifier, exp.Literal, exp.DataType, exp.Star, exp.Boolean, exp.Null, exp.TableAlias})
+# (a Hint's arguments name relations by alias, /*+ BROADCAST(x) */: not table reads)
+_LEAVES = frozenset({exp.Column, exp.Identifier, exp.Literal, exp.DataType, exp.Star, exp.Boolean, exp.Null, exp.TableAlias,
+                     exp.Hint})
 _TOKEN_REPR = re.compile(r"<Token token_type: TokenType\.SENTINEL.*?>")
 _UNTERMINATED = re.compile(rf"(?:{COMMENT}|{STRING}|[^'\"`/]|/(?!\*))*(?={UNTERMINATED})", re.S)
 

@@ -78,6 +78,11 @@ def table_ref_of(node: exp.Table) -> Optional[ast.TableRef]:
     return ast.TableRef(parts=parts, version=version, timestamp=timestamp)
 
 
+def in_hint(node: exp.Expression) -> bool:
+    """A name inside a hint (``/*+ BROADCAST(x) */``) names a relation by its alias; it is no read."""
+    return node.find_ancestor(exp.Hint) is not None
+
+
 def _cte_names(tree: exp.Expression) -> set[str]:
     return {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
 
@@ -117,6 +122,8 @@ def table_references(tree: exp.Expression) -> list[TableUse]:
     uses: list[TableUse] = []
     by_node: dict[int, TableUse] = {}
     for node in tree.find_all(exp.Table):
+        if in_hint(node):
+            continue
         ref = table_ref_of(node)
         if ref is None:
             continue

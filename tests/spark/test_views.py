@@ -162,3 +162,10 @@ def test_explain_sees_through_views(orders):
     orders.execute("CREATE VIEW v AS SELECT * FROM orders WHERE amount > 6")
     for text in (orders.explain("SELECT id FROM v"), "\n".join(r[0] for r in orders.execute("EXPLAIN SELECT id FROM v").collect())):
         assert "orders @ version 1:" in text and "pruned by: amount > 6" in text  # the view's filter skips files
+
+
+def test_join_hints_name_aliases_not_tables(orders):
+    got = orders.execute("SELECT /*+ BROADCAST(x) */ o.id FROM orders o JOIN (SELECT 'a' AS c) x ON o.cust = x.c")
+    assert _rows(got) == [(1,), (3,)]
+    got = orders.execute("SELECT /*+ BROADCAST(orders) */ count(*) FROM orders JOIN orders o2 ON orders.id = o2.id")
+    assert _rows(got) == [(3,)]
