@@ -276,6 +276,8 @@ class Runner:
             # the statement's time includes any wait for Spark to start (said apart)
             began = time.perf_counter()
             was_ready = self.holder.ready
+            if not was_ready:
+                isolde.parse(sql)  # a syntax error is shown at once, not after Spark has started
             session = self.session()
             waited = None if was_ready else time.perf_counter() - began
             result = self._execute(session, sql)

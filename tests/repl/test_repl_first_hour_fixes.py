@@ -426,3 +426,15 @@ def test_session_wait_is_seen_by_a_thread_started_before():
     runner.run_text("SELECT 1;")
     t.join()
     assert "waiting for Spark to start)" in out.getvalue()
+
+
+def test_a_syntax_error_does_not_wait_for_spark():
+    session = SlowStart(5.0)
+    holder = SessionHolder({}, factory=lambda **kw: session)
+    out = io.StringIO()
+    runner = Runner(holder, Settings(timing=True), out, out, interactive=False)
+    holder.start_background()
+    began = time.perf_counter()
+    assert not runner.run_text("SELEC 1;")
+    assert time.perf_counter() - began < 2.0  # reported before Spark (5 s here) is up
+    assert "did you mean SELECT?" in out.getvalue() and "^^^^^" in out.getvalue()
