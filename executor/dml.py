@@ -17,7 +17,12 @@ separate DataFrame of ``inserted`` rows. One place, ``choose_mode``, decides per
   and the file is removed (dataChange=true);
 * ``dv``: the changed rows' positions go into the file's deletion vector (union with its old
   one), the file is removed with its old DV and re-added with the new one, and only the
-  'update' / 'insert' rows go to new files.
+  'update' / 'insert' rows go to new files. A file the change leaves with no live row is
+  only removed (as Delta does: no vector covering every row; its row count comes from the
+  stats, else the Parquet footer). Metrics as Delta's: numDeletionVectorsAdded (files that
+  had none), numDeletionVectorsUpdated (a vector replaced by a larger one),
+  numDeletionVectorsRemoved (files with a vector removed outright), numRemovedFiles (files
+  removed outright).
 
 Today ``choose_mode`` picks ``dv`` whenever the table has ``delta.enableDeletionVectors`` =
 true and the deletionVectors feature, else ``rewrite``.
@@ -27,7 +32,11 @@ conflict scope) -> rows matching per file = the touched files; (2) the touched f
 new rows. Non-deterministic conditions are materialised once (localCheckpoint) so both passes
 agree. With deletion vectors there is one pass: the changed rows (positions, new values) are
 materialised as they are found, and are all the write needs. DELETE without WHERE removes
-every file without reading data.
+every file without reading data, and so does a DELETE for the files whose partition values
+alone make its condition TRUE (``whole_file_deletes``: a condition on partition columns only,
+or an OR with such an operand); the reads the transaction records are the same either way.
+
+Each statement answers with Databricks' result row (``results.DmlResult``).
 """
 
 from __future__ import annotations
@@ -114,9 +123,14 @@ BUDGET_KEY = "isolde.rowLevelConcurrency.budgetRows"
 
 
 def start_transaction(ctx, log):
-    """The statement's transaction, with the session's row-level check budget."""
+    """The statement's transaction, with the session's row-level check budget and user name."""
+    from isolde.executor.txn.transaction import session_user_name
+
     txn = ctx.start_transaction(log)
     conf = getattr(ctx, "conf", None)
+    user = session_user_name(conf)  # SET isolde.userName = ... (commitInfo.userName; else the OS user)
+    if user is not None and getattr(txn, "user_name", None) is None:
+        txn.user_name = user
     budget = conf.get(BUDGET_KEY) if conf is not None and hasattr(conf, "get") else None
     if budget is not None:
         try:
@@ -165,9 +179,31 @@ class ChangeSet:
     num_removed_bytes: int = 0
     num_written_rows: int = 0
     num_copied_rows: int = 0
-    num_dv_files: int = 0
+    num_dv_files: int = 0  # deletion vectors added (to files that had none)
+    num_dv_updated: int = 0  # files whose deletion vector grew (old vector replaced)
+    num_dv_removed: int = 0  # files removed outright that carried a deletion vector
     num_rewritten_files: int = 0
     metadata_update: Any = None  # new identity high-water marks, when rows were inserted
+
+    def remove_whole(self, add, now: int) -> None:
+        """Remove ``add`` outright (every live row of it deleted): no data file, no vector."""
+        self.actions.append(add.remove(deletion_timestamp=now, data_change=True))
+        self.num_removed_files += 1
+        self.num_removed_bytes += add.size or 0
+        if add.deletion_vector is not None:
+            self.num_dv_removed += 1
+
+    def absorb(self, other: "ChangeSet") -> "ChangeSet":
+        """Add ``other``'s actions, staged files and counts to this one (returns self)."""
+        self.actions.extend(other.actions)
+        self.staged_paths.extend(other.staged_paths)
+        for name in ("num_added_files", "num_removed_files", "num_added_bytes", "num_removed_bytes",
+                     "num_written_rows", "num_copied_rows", "num_dv_files", "num_dv_updated", "num_dv_removed",
+                     "num_rewritten_files"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        if other.metadata_update is not None:
+            self.metadata_update = other.metadata_update
+        return self
 
     def add_written(self, written) -> None:
         """Record the AddFiles (and staged paths) of a ``WrittenFiles``."""
@@ -184,6 +220,8 @@ class ChangeSet:
             "numAddedBytes": self.num_added_bytes,
             "numRemovedBytes": self.num_removed_bytes,
             "numDeletionVectorsAdded": self.num_dv_files,
+            "numDeletionVectorsRemoved": self.num_dv_removed,
+            "numDeletionVectorsUpdated": self.num_dv_updated,
             "numCopiedRows": self.num_copied_rows,
         }
 
@@ -231,12 +269,40 @@ def _scan_splits(ctx, target: Target, adds) -> Optional[int]:
     return int(df._jdf.queryExecution().executedPlan().execute().getNumPartitions())
 
 
-def _live_rows(target: Target, add) -> int:
-    n = add.num_records or 0
-    dv = add.deletion_vector
-    if dv is not None:
-        n -= dv.cardinality
+def file_num_records(target: Target, add) -> Optional[int]:
+    """The number of rows physically in ``add``'s data file: its stats' numRecords, else the
+    Parquet footer's row count (read with pyarrow: no data, no Spark job); None when neither
+    can be had (no stats and a file this process cannot open)."""
+    n = add.num_records
+    if n is not None:
+        return n
+    cached = add.__dict__.get("_isolde_footer_rows")
+    if cached is not None:
+        return cached
+    from isolde.executor.scan import file_local_path
+
+    try:
+        import pyarrow.parquet as pq
+
+        n = int(pq.ParquetFile(file_local_path(target.path, add.path)).metadata.num_rows)
+    except Exception:
+        return None
+    add.__dict__["_isolde_footer_rows"] = n
     return n
+
+
+def live_rows(target: Target, add) -> Optional[int]:
+    """Rows of ``add`` a reader sees (its rows minus its deletion vector); None when unknown."""
+    n = file_num_records(target, add)
+    if n is None:
+        return None
+    dv = add.deletion_vector
+    return n - (dv.cardinality if dv is not None else 0)
+
+
+def _live_rows(target: Target, add) -> int:
+    n = live_rows(target, add)
+    return n if n is not None else 0
 
 
 def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: dict,
@@ -405,18 +471,31 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
                 rows[p] |= read_deletion_vector(target.path, old)
         from isolde.executor.log.deletion_vectors import dv_file_path
 
-        descriptors = write_deletion_vectors(target.path, {p: rows[p] for p in dv_files if len(rows[p])})
+        # a file left with no live row is removed outright, as Delta does: no vector that
+        # covers every row (its row count must be known exactly, else it keeps a vector)
+        emptied = set()
+        for p in dv_files:
+            n = file_num_records(target, touched[p]) if len(rows[p]) else None
+            if n is not None and len(rows[p]) >= n:
+                emptied.add(p)
+        vectors = {p: rows[p] for p in dv_files if len(rows[p]) and p not in emptied}
+        descriptors = write_deletion_vectors(target.path, vectors) if vectors else {}
         out.staged_paths.extend(sorted({dv_file_path(target.path, d) for d in descriptors.values()}))
         for p in dv_files:
             add = touched[p]
+            if p in emptied:
+                out.remove_whole(add, now)
+                continue
             if p not in descriptors:
                 continue
             dv = descriptors[p]
             out.actions.append(add.remove(deletion_timestamp=now, data_change=True))
             new_add = _with_dv(add, dv)
             out.actions.append(new_add)
-            out.num_dv_files += 1
-            out.num_copied_rows += 0
+            if add.deletion_vector is not None:
+                out.num_dv_updated += 1
+            else:
+                out.num_dv_files += 1
 
     if grouped:
         from isolde.executor.writer import write_partition_groups
@@ -599,7 +678,11 @@ def bind_tables(ctx, tree, views: TempViews, *, target: Optional[Target] = None)
         if view is None:
             return node
         alias = node.alias or node.name
-        return exp.Table(this=exp.to_identifier(view), alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
+        table_alias = exp.TableAlias(this=exp.to_identifier(alias, quoted=True))
+        columns = (node.args.get("alias") or exp.TableAlias()).args.get("columns")
+        if columns:  # `src AS s(id, amount)`: the column aliases stay
+            table_alias.set("columns", [c.copy() for c in columns])
+        return exp.Table(this=exp.to_identifier(view), alias=table_alias)
 
     return tree.copy().transform(swap)
 
@@ -757,9 +840,12 @@ def assignment_columns(struct, assignments, table: str, value_col) -> dict:
 
 
 def prepared(target: Target, operation: str, parameters: dict, change: Optional[ChangeSet], metrics: dict,
-             started: float):
-    """A PreparedWrite whose commit goes through the statement's transaction."""
-    from isolde.executor.results import CommitResult, PreparedWrite
+             started: float, *, updated: int = 0, deleted: int = 0, inserted: int = 0):
+    """A PreparedWrite whose commit goes through the statement's transaction and answers with a
+    ``DmlResult``: Databricks' result row of ``operation`` (UPDATE / DELETE / MERGE) from these
+    row counts. A statement with no action commits nothing and answers with zeros at the
+    version it read."""
+    from isolde.executor.results import DmlResult, PreparedWrite
 
     actions = list(change.actions) if change is not None else []
     staged = list(change.staged_paths) if change is not None else []
@@ -772,12 +858,109 @@ def prepared(target: Target, operation: str, parameters: dict, change: Optional[
             # nothing changed: the statement is a read of its snapshot; no commit is needed
             m = dict(all_metrics)
             m["executionTimeMs"] = int((time.time() - started) * 1000)
-            return CommitResult(target.snapshot.version, operation, m, target.name, time.time() - started)
+            return DmlResult.of(operation, target.snapshot.version, operation, m, target.name, time.time() - started)
         version, m = commit(target, actions, operation, parameters, all_metrics, started)
-        return CommitResult(version, operation, m, target.name, time.time() - started)
+        return DmlResult.of(operation, version, operation, m, target.name, time.time() - started,
+                            updated=updated, deleted=deleted, inserted=inserted)
 
     return PreparedWrite(operation=operation, table=target.name, commit_fn=commit_fn, staged_paths=staged,
                          metrics=all_metrics)
+
+
+# --------------------------------------------------------------------------- whole files deleted from the log
+
+
+def _or_operands(tree) -> list:
+    while isinstance(tree, exp.Paren):
+        tree = tree.this
+    if isinstance(tree, exp.Or):
+        return _or_operands(tree.this) + _or_operands(tree.expression)
+    return [tree]
+
+
+def _decided_by_partition_values(node, partition_columns, qualifiers) -> bool:
+    """Does ``node`` (a condition) read nothing but partition columns and constants, with no
+    subquery, aggregate, window or non-deterministic call? Then its value is the same on every
+    row of a file, and the file's partition values decide it."""
+    if node.find(exp.Subquery, exp.Exists, exp.Select, exp.Table, exp.AggFunc, exp.Window, exp.Star,
+                 exp.Placeholder, exp.Parameter, exp.Anonymous, exp.Lambda) is not None:
+        return False
+    if has_nondeterminism(node):
+        return False
+    parts = {p.lower() for p in partition_columns}
+    for c in node.find_all(exp.Column):
+        if not isinstance(c.this, exp.Identifier) or c.name.lower() not in parts:
+            return False
+        if c.args.get("db") is not None or c.args.get("catalog") is not None:
+            return False
+        if c.table and c.table.lower() not in qualifiers:
+            return False
+    return True
+
+
+def whole_file_deletes(ctx, target: Target, stmt, files: list) -> Optional[tuple[list, list]]:
+    """The files a DELETE removes whole, known from their partition values alone (Delta's
+    "DELETE with partition-only predicate"): ``(removed whole, still to scan)``, or None when
+    no part of the condition is decided by partition values (every file is scanned).
+
+    The condition's top-level OR operands that read only partition columns and constants are
+    evaluated by Spark once per distinct partition of ``files`` (a one-row-per-partition
+    DataFrame built from the log; no data file is read). A file where they are TRUE has every
+    row deleted whatever its other columns hold (TRUE OR anything is TRUE). When the whole
+    condition is such an operand, no other file has a matching row either: nothing is scanned.
+    Without WHERE every file is removed. Spark evaluates the same expression on the same typed
+    partition values the scan would produce (``scan._cast_partition``), so the rows deleted are
+    the rows the scan would have deleted.
+    """
+    if stmt.where is None:
+        return list(files), []
+    tree = stmt.where.tree
+    if tree is None:
+        return None
+    alias = stmt.alias or (stmt.table.parts[-1] if stmt.table.parts else None)
+    qualifiers = {x.lower() for x in (stmt.alias, stmt.table.parts[-1] if stmt.table.parts else None) if x}
+    operands = _or_operands(tree)
+    decided = [n for n in operands if _decided_by_partition_values(n, target.partition_columns, qualifiers)]
+    if not decided:
+        return None
+    exact = len(decided) == len(operands)
+    if not files:
+        return ([], []) if exact else None
+    cond = stmt.where.sql if exact else " OR ".join(f"({render_sql(n)})" for n in decided)
+    try:
+        holds = _partitions_where(ctx, target, files, cond, alias or "t")
+    except Exception:
+        return None  # let the scan evaluate (and report) the condition
+    covered = [f for f in files if partition_key(f) in holds]
+    if exact:
+        return covered, []
+    covered_paths = {f.path for f in covered}
+    return covered, [f for f in files if f.path not in covered_paths]
+
+
+def _partitions_where(ctx, target: Target, files: list, condition: str, alias: str) -> set:
+    """The ``partition_key``s of ``files`` whose partition values make ``condition`` TRUE."""
+    from pyspark.sql import types as T
+
+    from isolde.executor.scan import _cast_partition, _partition_value
+
+    keys = sorted({partition_key(f) for f in files}, key=repr)
+    physical = S.logical_to_physical(target.metadata)
+    struct = target.struct
+    parts = [S.field_named(struct, p) for p in target.partition_columns]
+    raw_schema = T.StructType([T.StructField("__isolde_i", T.IntegerType(), False)]
+                              + [T.StructField(f"__isolde_p{i}", T.StringType(), True) for i in range(len(parts))])
+    data = [(i, *[_partition_value(dict(k), physical.get(f.name, f.name)) for f in parts]) for i, k in enumerate(keys)]
+    raw = ctx.spark.createDataFrame(data, raw_schema)
+    typed = raw.select("__isolde_i", *[_cast_partition(F.col(f"__isolde_p{i}"), f.dataType).alias(f.name)
+                                       for i, f in enumerate(parts)])
+    views = TempViews(ctx.spark)
+    try:
+        view = views.add(typed, "partitions")
+        got = ctx.spark.sql(f"SELECT __isolde_i FROM {view} AS {q(alias)} WHERE coalesce(({condition}), false)")
+        return {keys[r[0]] for r in got.collect()}
+    finally:
+        views.close()
 
 
 def run_update_delete(ctx, stmt, is_update: bool):
@@ -795,17 +978,29 @@ def run_update_delete(ctx, stmt, is_update: bool):
     alias = stmt.alias or (stmt.table.parts[-1] if stmt.table.parts else "t")
     struct = target.struct
 
-    if not is_update and stmt.where is None:
-        # DELETE without WHERE: remove every file, no data is read
+    # DELETE: the files whose partition values alone make the condition TRUE (every file without
+    # WHERE) are removed from the log, their data never read; their rows are counted from the
+    # stats (the footer when a file has none). The reads recorded above are unchanged.
+    whole = ChangeSet()
+    whole_deleted = 0
+    cover = whole_file_deletes(ctx, target, stmt, files) if not is_update else None
+    if cover is not None:
+        covered, files = cover
         now = int(time.time() * 1000)
-        change = ChangeSet()
-        deleted = 0
-        for add in files:
-            change.actions.append(add.remove(deletion_timestamp=now, data_change=True))
-            change.num_removed_files += 1
-            change.num_removed_bytes += add.size or 0
-            deleted += _live_rows(target, add)
-        return prepared(target, operation, parameters, change, {"numDeletedRows": deleted}, started)
+        unknown = []
+        for add in covered:
+            whole.remove_whole(add, now)
+            n = live_rows(target, add)
+            if n is None:
+                unknown.append(add)
+            else:
+                whole_deleted += n
+        if unknown:  # no stats and no readable footer: Spark counts those files' live rows
+            whole_deleted += scan(ctx, target.snapshot, target.path, files=unknown).count()
+        if not files:
+            metrics = {"numDeletedRows": whole_deleted, "scanTimeMs": int((time.time() - started) * 1000),
+                       "rewriteTimeMs": 0}
+            return prepared(target, operation, parameters, whole, metrics, started, deleted=whole_deleted)
 
     assignments = []
     if is_update:
@@ -868,9 +1063,13 @@ def run_update_delete(ctx, stmt, is_update: bool):
         touched = {p: by_path[p] for p in changed}
         n_changed = sum(changed.values())
         scanned = time.time()
-        metrics = {"numUpdatedRows" if is_update else "numDeletedRows": n_changed,
+        n_deleted = 0 if is_update else n_changed + whole_deleted
+        metrics = {"numUpdatedRows" if is_update else "numDeletedRows": n_changed if is_update else n_deleted,
                    "scanTimeMs": int((scanned - started) * 1000)}
         if not touched:
+            if whole.actions:
+                metrics["rewriteTimeMs"] = 0
+                return prepared(target, operation, parameters, whole, metrics, started, deleted=n_deleted)
             return prepared(target, operation, parameters, None, {**metrics, "numAddedFiles": 0, "numRemovedFiles": 0,
                                                                   "numAddedBytes": 0, "numRemovedBytes": 0,
                                                                   "numCopiedRows": 0}, started)
@@ -898,7 +1097,9 @@ def run_update_delete(ctx, stmt, is_update: bool):
                                changes_for=None if nondet or moves else changes_in,
                                changes_by_partition=None if nondet or moves or subquery else changes_by_partition,
                                deleted_rows={} if is_update else changed, changed_only=dv_only)
+        change.absorb(whole)
         metrics["rewriteTimeMs"] = int((time.time() - scanned) * 1000)
-        return prepared(target, operation, parameters, change, metrics, started)
+        return prepared(target, operation, parameters, change, metrics, started,
+                        updated=n_changed if is_update else 0, deleted=n_deleted)
     finally:
         views.close()

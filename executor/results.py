@@ -19,13 +19,158 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 @dataclass(frozen=True)
 class CommitResult:
-    """A committed write: the new table version, Delta's operation name and its metrics."""
+    """A committed write: the new table version, Delta's operation name and its metrics.
+
+    A write that answers with a result row, as Databricks' SQL does (UPDATE / DELETE / MERGE /
+    INSERT: ``num_affected_rows`` ...; OPTIMIZE: ``path, metrics``), also reads like a one-row
+    DataFrame: ``columns``, ``rows`` / ``collect()`` (``pyspark.sql.Row``s), ``first()`` /
+    ``head()``, ``take(n)``, ``count()``, ``isEmpty()``, iteration, ``as_dicts()``, ``show()``,
+    ``toPandas()``, ``schema`` / ``dtypes``. A subclass says what its row is by overriding
+    ``result_row()`` (an ordered ``{column: value}``) and, when it knows them, ``result_types()``
+    (``{column: Spark SQL type}``); the base class answers with no row (``columns == []``), so
+    ``bool(result.columns)`` tells a caller (the REPL) whether there is a row to show."""
 
     version: int
     operation: str
     metrics: dict = field(default_factory=dict)
     table: str = ""
     elapsed_s: float = 0.0
+
+    # -- what the statement answers with (overridden by the results that have a row)
+    def result_row(self) -> Optional[dict]:
+        """The statement's result row as ``{column: value}`` in column order, or None."""
+        return None
+
+    def result_types(self) -> Optional[dict]:
+        """``{column: Spark SQL type name}`` of ``result_row()``, or None when not declared."""
+        return None
+
+    # -- the row, DataFrame-style
+    @property
+    def columns(self) -> list[str]:
+        row = self.result_row()
+        return list(row) if row else []
+
+    @property
+    def rows(self) -> list:
+        row = self.result_row()
+        if not row:
+            return []
+        from pyspark.sql import Row
+
+        def value(v):
+            if isinstance(v, dict):
+                return Row(**{k: value(x) for k, x in v.items()})
+            return v
+
+        return [Row(**{k: value(v) for k, v in row.items()})]
+
+    @property
+    def schema(self):
+        """Spark's StructType of the row when its types are declared, else None."""
+        types = self.result_types()
+        if not types:
+            return None
+        from pyspark.sql import types as T
+
+        simple = {"bigint": T.LongType, "int": T.IntegerType, "string": T.StringType, "double": T.DoubleType,
+                  "boolean": T.BooleanType}
+        if any(t not in simple for t in types.values()):
+            return None
+        return T.StructType([T.StructField(name, simple[t](), True) for name, t in types.items()])
+
+    @property
+    def dtypes(self) -> Optional[list[tuple[str, str]]]:
+        types = self.result_types()
+        return list(types.items()) if types else None
+
+    def collect(self) -> list:
+        return list(self.rows)
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def first(self):
+        rows = self.rows
+        return rows[0] if rows else None
+
+    def head(self, n: Optional[int] = None):
+        return self.first() if n is None else self.take(n)
+
+    def take(self, num: int) -> list:
+        return self.rows[:max(int(num), 0)]
+
+    def count(self) -> int:
+        return len(self.rows)
+
+    def isEmpty(self) -> bool:  # noqa: N802 - PySpark's name
+        return not self.rows
+
+    def as_dicts(self) -> list[dict]:
+        return [r.asDict(recursive=True) for r in self.rows]
+
+    def toPandas(self):  # noqa: N802 - PySpark's name
+        import pandas as pd
+
+        return pd.DataFrame.from_records([tuple(r) for r in self.rows], columns=self.columns)
+
+    def show(self, n: int = 20, truncate: Union[bool, int] = True, vertical: bool = False) -> None:
+        print(show_string(self.columns, self.rows, n, truncate, vertical))
+
+
+# Databricks' result columns of the DML statements (all BIGINT)
+DML_RESULT_COLUMNS = {
+    "UPDATE": ("num_affected_rows",),
+    "DELETE": ("num_affected_rows",),
+    "MERGE": ("num_affected_rows", "num_updated_rows", "num_deleted_rows", "num_inserted_rows"),
+    "INSERT": ("num_affected_rows", "num_inserted_rows"),
+}
+# the row counts each statement's num_affected_rows adds up
+_DML_COUNTS = {"UPDATE": ("updated",), "DELETE": ("deleted",), "MERGE": ("updated", "deleted", "inserted"),
+               "INSERT": ("inserted",)}
+
+
+@dataclass(frozen=True)
+class DmlResult(CommitResult):
+    """UPDATE / DELETE / MERGE / INSERT's commit, which also answers with Databricks' one-row
+    result of BIGINT counts (``execute("DELETE ...").first().num_affected_rows``):
+
+    UPDATE, DELETE   ``num_affected_rows``
+    MERGE            ``num_affected_rows, num_updated_rows, num_deleted_rows, num_inserted_rows``
+                     (affected = updated + deleted + inserted)
+    INSERT           ``num_affected_rows, num_inserted_rows`` (INTO, OVERWRITE, REPLACE WHERE:
+                     the rows the statement inserted; rows an overwrite replaced are not counted)
+
+    A statement that changed nothing (and committed nothing: ``version`` is the version it
+    read) answers with zeros. ``counts`` holds the values by column name; build one with
+    ``DmlResult.of(kind, ...)``."""
+
+    kind: str = ""  # UPDATE | DELETE | MERGE | INSERT (``operation`` is Delta's name: WRITE for INSERT)
+    counts: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, kind: str, version: int, operation: str, metrics: dict, table: str = "", elapsed_s: float = 0.0, *,
+           updated: int = 0, deleted: int = 0, inserted: int = 0) -> "DmlResult":
+        """The result of a ``kind`` statement with these row counts (only the ones its row has
+        are used: UPDATE reads ``updated``, DELETE ``deleted``, INSERT ``inserted``)."""
+        counted = _DML_COUNTS[kind]
+        updated, deleted, inserted = (int(n) if name in counted else 0
+                                      for name, n in (("updated", updated), ("deleted", deleted), ("inserted", inserted)))
+        values = {"num_affected_rows": updated + deleted + inserted, "num_updated_rows": updated,
+                  "num_deleted_rows": deleted, "num_inserted_rows": inserted}
+        columns = DML_RESULT_COLUMNS[kind]
+        return cls(version=version, operation=operation, metrics=metrics, table=table, elapsed_s=elapsed_s,
+                   kind=kind, counts={c: values[c] for c in columns})
+
+    def result_row(self) -> Optional[dict]:
+        columns = DML_RESULT_COLUMNS.get(self.kind)
+        if columns is None:
+            return None
+        return {c: int(self.counts.get(c, 0)) for c in columns}
+
+    def result_types(self) -> Optional[dict]:
+        columns = DML_RESULT_COLUMNS.get(self.kind)
+        return {c: "bigint" for c in columns} if columns else None
 
 
 @dataclass(frozen=True)
@@ -38,26 +183,8 @@ class OptimizeResult(CommitResult):
     path: str = ""
     result_metrics: dict = field(default_factory=dict)
 
-    @property
-    def columns(self) -> list[str]:
-        return ["path", "metrics"]
-
-    @property
-    def rows(self) -> list:
-        from pyspark.sql import Row
-
-        def row(value):
-            if isinstance(value, dict):
-                return Row(**{k: row(v) for k, v in value.items()})
-            return value
-
-        return [Row(path=self.path, metrics=row(self.result_metrics))]
-
-    def collect(self) -> list:
-        return list(self.rows)
-
-    def first(self):
-        return self.rows[0]
+    def result_row(self) -> Optional[dict]:
+        return {"path": self.path, "metrics": self.result_metrics}
 
 
 class QueryResult:

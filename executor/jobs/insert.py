@@ -26,7 +26,7 @@ from isolde.executor import dml
 from isolde.executor import schema as S
 from isolde.executor.jobs import executes
 from isolde.executor.jobs.query import bind_query
-from isolde.executor.results import CommitResult, PreparedWrite
+from isolde.executor.results import DmlResult, PreparedWrite
 from isolde.executor.scan import scan
 from isolde.executor.target_reads import dataframe_reads, statement_reads_target
 from isolde.executor.writer import SEP, VIOLATION_MARK, conform, identity_metadata_update, write_files
@@ -213,9 +213,11 @@ def run_insert(ctx, stmt: ast.Insert) -> PreparedWrite:
     if copied:
         metrics["numCopiedRows"] = copied
 
-    def commit() -> CommitResult:
+    def commit() -> DmlResult:
         version = txn.commit(actions, operation="WRITE", operation_parameters=params, metrics=metrics)
-        return CommitResult(version=version, operation="WRITE", metrics=metrics, table=handle.name)
+        # Databricks' INSERT row: the rows this statement inserted (rows an OVERWRITE / REPLACE
+        # WHERE replaced or copied are not counted)
+        return DmlResult.of("INSERT", version, "WRITE", metrics, handle.name, inserted=written.num_rows)
 
     return PreparedWrite(operation="WRITE", table=handle.name, commit_fn=commit, staged_paths=staged,
                          metrics=metrics)

@@ -653,8 +653,18 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     metrics["scanTimeMs"] = int((scanned - materialized) * 1000)
     metrics["rewriteTimeMs"] = int((time.time() - scanned) * 1000)
     written = change.num_written_rows
-    metrics["numTargetRowsInserted"] = max(written - upd_total - change.num_copied_rows, 0)
+    inserted_total = max(written - upd_total - change.num_copied_rows, 0)
+    metrics["numTargetRowsInserted"] = inserted_total
     metrics["numTargetRowsCopied"] = change.num_copied_rows
+    metrics["numOutputRows"] = written
     metrics["numTargetFilesAdded"] = change.num_added_files
+    # files removed outright (rewritten, or left with no live row); a file that only takes a
+    # deletion vector is not removed (Delta's numTargetFilesRemoved with deletion vectors)
     metrics["numTargetFilesRemoved"] = change.num_removed_files
-    return dml.prepared(target, "MERGE", parameters, change, metrics, started)
+    metrics["numTargetBytesAdded"] = change.num_added_bytes
+    metrics["numTargetBytesRemoved"] = change.num_removed_bytes
+    metrics["numTargetDeletionVectorsAdded"] = change.num_dv_files
+    metrics["numTargetDeletionVectorsRemoved"] = change.num_dv_removed
+    metrics["numTargetDeletionVectorsUpdated"] = change.num_dv_updated
+    return dml.prepared(target, "MERGE", parameters, change, metrics, started,
+                        updated=upd_total, deleted=del_total, inserted=inserted_total)

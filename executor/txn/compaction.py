@@ -11,7 +11,9 @@ map a concurrent deletion crosses the rewrite in both directions:
   output and removes W's version of the input, instead of ConcurrentDeleteReadException;
 * a transaction T that deleted or updated rows of an input loses to the compaction: T's new
   positions move to the output (it removes the output as committed and adds it with the
-  union), instead of ConcurrentDeleteDeleteException.
+  union, or removes it outright when no live row is left), instead of
+  ConcurrentDeleteDeleteException. An input T removed outright (every live row deleted)
+  moves as all of its rows.
 
 A Z-ordering or clustering rewrite (rows reordered across many outputs) carries the same way
 on a table with row tracking: its outputs keep each row's stable row id in the materialised
@@ -178,9 +180,12 @@ def carry_own_changes(actions: list[Action], winner, files) -> tuple[list, set, 
     for path, own in my_removes.items():
         new = my_adds.get(path)
         layout = theirs.get(path)
-        if new is None or layout is None or _dv_key(own.deletion_vector) != _dv_key(compacted[path].deletion_vector):
+        if (new is None and not own.data_change) or layout is None \
+                or _dv_key(own.deletion_vector) != _dv_key(compacted[path].deletion_vector):
             return actions, set(), []
-        before, after = files.deleted_rows(own.deletion_vector), files.deleted_rows(new.deletion_vector)
+        before = files.deleted_rows(own.deletion_vector)
+        # removed outright (a DELETE that left no live row in it): every row of it deleted
+        after = files.deleted_rows(new.deletion_vector) if new is not None else BitMap64(range(files.num_records(own)))
         if not before <= after:
             return actions, set(), []
         mapped = layout.map(path, after - before)
@@ -190,11 +195,14 @@ def carry_own_changes(actions: list[Action], winner, files) -> tuple[list, set, 
             outputs[out] = layout.outputs[out]
             extra[out] = extra.get(out, BitMap64()) | rows
     vectors = {p: files.deleted_rows(outputs[p].deletion_vector) | rows for p, rows in extra.items()}
-    descriptors = write_deletion_vectors(files.table_path, vectors)
+    emptied = {p for p, rows in vectors.items() if len(rows) >= files.num_records(outputs[p])}
+    kept = {p: v for p, v in vectors.items() if p not in emptied}
+    descriptors = write_deletion_vectors(files.table_path, kept) if kept else {}
     new_actions: list = [a for a in actions if not (isinstance(a, (AddFile, RemoveFile)) and a.path in my_removes)]
     for p, out in outputs.items():
         ts = next(iter(my_removes.values())).deletion_timestamp
         new_actions.append(out.remove(deletion_timestamp=ts, data_change=True))
-        new_actions.append(_with_vector(out, descriptors[p], data_change=True))
+        if p not in emptied:  # an output left with no live row is removed outright
+            new_actions.append(_with_vector(out, descriptors[p], data_change=True))
     written = sorted({dv_file_path(files.table_path, d) for d in descriptors.values()})
     return new_actions, set(my_removes), written

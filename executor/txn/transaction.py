@@ -28,6 +28,7 @@ from isolde.executor.log.actions import (
     AddCDCFile,
     AddFile,
     CommitInfo,
+    DomainMetadata,
     Metadata,
     Protocol,
     RemoveFile,
@@ -70,6 +71,38 @@ from .row_level import (
 
 ENGINE_INFO = "isolde/0.1.0"
 DEFAULT_MAX_ATTEMPTS = 1000
+# the session setting (``SET isolde.userName = ...``, or ``isolde.connect(conf={...})``) that
+# names the user in commitInfo.userName; without it, the operating-system user
+USER_NAME_KEY = "isolde.userName"
+
+# Delta operations that change data (DeltaOperations.Operation.changesData): an empty commit
+# of one of these is still a data change under WriteSerializable (see ``recorded_isolation_level``)
+DATA_CHANGING_OPERATIONS = frozenset({
+    "WRITE", "STREAMING UPDATE", "DELETE", "TRUNCATE", "UPDATE", "MERGE", "RESTORE", "CONVERT", "CLONE",
+    "SHALLOW CLONE", "DEEP CLONE", "CREATE TABLE AS SELECT", "REPLACE TABLE AS SELECT",
+    "CREATE OR REPLACE TABLE AS SELECT", "COPY INTO",
+})
+
+
+def os_user_name() -> str | None:
+    """The operating-system user running this process (getpass), or None when it has none."""
+    import getpass
+
+    try:
+        return getpass.getuser() or None
+    except Exception:  # no login name, no USER / LOGNAME variable (some containers)
+        return None
+
+
+def session_user_name(conf) -> str | None:
+    """The user name a session's settings give commitInfo (``isolde.userName``), else None."""
+    if conf is None or not hasattr(conf, "get"):
+        return None
+    value = conf.get(USER_NAME_KEY)
+    if value is None:
+        return None
+    value = str(value).strip()
+    return value or None
 
 _log = logging.getLogger(__name__)
 
@@ -101,6 +134,9 @@ class OptimisticTransaction:
         # commitInfo.userMetadata for this commit (Delta's session setting
         # spark.databricks.delta.commitInfo.userMetadata); commit(user_metadata=...) overrides it
         self.user_metadata: str | None = None
+        # commitInfo.userName (DESCRIBE HISTORY's userName): the OS user unless a session setting
+        # (USER_NAME_KEY) or commit(user_name=...) names another; "" records none
+        self.user_name: str | None = None
         # conflicts checked per row (row_level.py) instead of per file; set by the planner's scope
         self.row_level = False
         # check before committing that every file the actions reference exists (statements that
@@ -203,25 +239,31 @@ class OptimisticTransaction:
         *,
         metrics: Mapping[str, Any] | None = None,
         user_metadata: str | None = None,
+        user_name: str | None = None,
     ) -> int:
         """Commit ``actions``; returns the version, or raises a named conflict."""
         if self.committed_version is not None:
             raise InternalError("This transaction has already committed.")
         actions = [a for a in actions if not isinstance(a, CommitInfo)]
         actions = self._prepare(actions)
-        isolation = self._effective_isolation_level(actions)
+        isolation = self._effective_isolation_level(actions)  # what the conflict checker applies
         blind = self._is_blind_append(actions)
         info = CommitInfo(
             timestamp=now_ms(),
             operation=operation,
             operation_parameters={k: _json_string(v) for k, v in (operation_parameters or {}).items()},
             read_version=self.read_version if self.read_version >= 0 else None,
-            isolation_level=isolation,
+            isolation_level=self.recorded_isolation_level(actions, operation),
             is_blind_append=blind,
             operation_metrics={k: _json_string(v) for k, v in (metrics or {}).items()} or None,
             engine_info=ENGINE_INFO,
             txn_id=self.txn_id,
         )
+        user_name = user_name if user_name is not None else self.user_name
+        if user_name is None:
+            user_name = os_user_name()
+        if user_name:
+            info.extra["userName"] = user_name
         if self.read_predicates:
             info.extra["readPredicates"] = [p.sql if p.sql is not None else "true" for p in self.read_predicates]
         if self._read_whole_table:
@@ -475,9 +517,47 @@ class OptimisticTransaction:
             raise InternalError("set_blind_append() was called, but this transaction read the table or removes files.")
         return actions
 
+    def recorded_isolation_level(self, actions: list[Action], operation: str | None = None) -> str:
+        """commitInfo.isolationLevel, by Delta's rule (OptimisticTransaction's
+        ``getIsolationLevelToUse`` / ``canDowngradeToSnapshotIsolation``), the same for every
+        operation:
+
+        * ``SnapshotIsolation`` when the commit changes no data: every action is a file action
+          (add / remove / cdc) with dataChange=false (OPTIMIZE, REORG PURGE), or there is no
+          action at all (VACUUM START / END). Under ``WriteSerializable`` an empty commit of an
+          operation that changes data (an INSERT of no rows: ``DATA_CHANGING_OPERATIONS``) stays
+          at the table's level, as Delta's ``!op.changesData`` test keeps it (Delta applies that
+          test to dataChange=false-only commits too; isolde writes those only for compactions,
+          whose operations change no data, so the outcome is the same);
+        * otherwise the table's level, ``delta.isolationLevel`` of the metadata this commit
+          leaves (``WriteSerializable`` unless set to ``Serializable``) -- also for commits that
+          carry a metaData or protocol action (CREATE TABLE, ALTER, an identity high-water mark
+          an INSERT or MERGE advances, schema evolution): those are recorded at the table's
+          level, not as ``Serializable``.
+
+        What is recorded is not what the conflict checker applies to this commit
+        (``_effective_isolation_level``): isolde checks a metadata change as Serializable (a
+        stricter check than the recorded level, DESIGN.md section 4), which the record does not
+        reflect, as Delta's does not either."""
+        table_level = table_isolation_level(self._metadata_after(actions))
+        data_changed = False
+        for a in actions:
+            if isinstance(a, (AddFile, RemoveFile, AddCDCFile)):
+                data_changed = data_changed or bool(getattr(a, "data_change", True))
+            elif isinstance(a, DomainMetadata) and a.domain == row_tracking.DOMAIN:
+                continue  # row tracking's high-water mark resolves its own conflicts (as in Delta)
+            else:  # metaData, protocol, txn, other domainMetadata: never downgraded
+                return table_level
+        if data_changed:
+            return table_level
+        if actions or table_level == SERIALIZABLE or (operation or "").upper() not in DATA_CHANGING_OPERATIONS:
+            return SNAPSHOT_ISOLATION
+        return table_level
+
     def _effective_isolation_level(self, actions: list[Action]) -> str:
-        """DESIGN.md: metadata changes are checked as Serializable, dataChange=false-only commits
-        with snapshot isolation, everything else at the table's level."""
+        """The level the conflict checker applies to this commit (DESIGN.md): metadata changes
+        are checked as Serializable, dataChange=false-only commits with snapshot isolation,
+        everything else at the table's level. commitInfo records ``recorded_isolation_level``."""
         if any(isinstance(a, (Metadata, Protocol)) for a in actions):
             return SERIALIZABLE
         file_actions = [a for a in actions if isinstance(a, (AddFile, RemoveFile, AddCDCFile))]

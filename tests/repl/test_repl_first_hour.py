@@ -51,6 +51,9 @@ def test_first_hour_in_the_repl(tmp_path):
     landing.mkdir()
     (landing / "day1.csv").write_text("id,cust_id,amount\n1,10,5.5\n2,11,7.0\n3,10,1.5\n")
     (landing / "day2.csv").write_text("id,cust_id,amount\n4,12,100.0\n")
+    config = tmp_path / "config" / "isolde"
+    config.mkdir(parents=True)
+    (config / "config").write_text("[main]\npager =\n")  # SHOW CREATE TABLE's JSON line is read off the screen
     child = pexpect.spawn(sys.executable, ["-m", "isolde", "--warehouse", str(tmp_path / "wh")],
                           cwd=str(tmp_path), env=_env(tmp_path), encoding="utf-8", timeout=TIMEOUT,
                           dimensions=(50, 160))
@@ -103,9 +106,9 @@ def test_first_hour_in_the_repl(tmp_path):
         # SHOW CREATE TABLE, then re-create the table from what it printed
         run("ALTER TABLE rewards SET TBLPROPERTIES ('team' = 'loyalty');", "SET TBLPROPERTIES")
         run("\\format json", "json")
-        out = run("SHOW CREATE TABLE rewards;")
-        line = next(l for l in out.splitlines() if l.startswith("{") and "createtab_stmt" in l)
-        statement = json.loads(line)["createtab_stmt"]
+        out = run("SHOW CREATE TABLE rewards;", "createtab_stmt")
+        line = next((l for l in out.splitlines() if l.startswith("[{") and "createtab_stmt" in l), out[-3000:])
+        statement = json.loads(line)[0]["createtab_stmt"]
         assert statement.startswith("CREATE TABLE") and "'team' = 'loyalty'" in statement, statement
         run("\\format table", "table")
         run("DROP TABLE rewards;", "dropped")

@@ -28,6 +28,12 @@ def _rows(s, name: str = "t") -> list:
     return sorted(tuple(r) for r in s.sql(f"SELECT * FROM {name}").collect())
 
 
+# one two-row file per partition: deleting one row leaves a deletion vector (deleting the only
+# row of a one-row file removes the file)
+TWO_ROW_FILES = ("INSERT INTO t SELECT /*+ COALESCE(1) */ * FROM VALUES (50, 'a'), (51, 'a'), (150, 'b'), (151, 'b') "
+                 "AS v(id, d)")
+
+
 @pytest.fixture
 def small_files(session):
     """A table partitioned by d: six one-row files in each of partitions 'a' and 'b'."""
@@ -40,12 +46,13 @@ def small_files(session):
 def test_optimize_compacts_each_partition_and_keeps_every_row(small_files, table_path, delta_rows):
     s = small_files
     path = table_path(s, "t")
-    s.execute("DELETE FROM t WHERE id IN (2, 103)")  # deletion vectors on two files
+    s.execute(TWO_ROW_FILES)
+    s.execute("DELETE FROM t WHERE id IN (50, 151)")  # deletion vectors on two files
     before = _rows(s)
-    assert _files(s) == 12
+    assert _files(s) == 14
     r = s.execute("OPTIMIZE t")
     assert r.operation == "OPTIMIZE"
-    assert r.metrics["numRemovedFiles"] == 12 and r.metrics["numAddedFiles"] == 2
+    assert r.metrics["numRemovedFiles"] == 14 and r.metrics["numAddedFiles"] == 2
     assert r.metrics["numDeletionVectorsRemoved"] == 2
     assert r.metrics["minFileSize"] <= r.metrics["p50FileSize"] <= r.metrics["maxFileSize"]
     assert _files(s) == 2
@@ -53,7 +60,7 @@ def test_optimize_compacts_each_partition_and_keeps_every_row(small_files, table
     actions = _log_actions(path, r.version)
     adds = [a["add"] for a in actions if "add" in a]
     removes = [a["remove"] for a in actions if "remove" in a]
-    assert len(adds) == 2 and len(removes) == 12
+    assert len(adds) == 2 and len(removes) == 14
     assert r.metrics["numAddedBytes"] == sum(a["size"] for a in adds)
     assert r.metrics["numRemovedBytes"] == sum(a["size"] for a in removes)
     assert not any(a["dataChange"] for a in adds) and not any(a["dataChange"] for a in removes)
@@ -115,7 +122,8 @@ def test_the_target_size_makes_several_bins(session, table_path, delta_rows):
 def test_reorg_purge_rewrites_only_files_with_deletion_vectors(small_files, table_path, delta_rows):
     s = small_files
     path = table_path(s, "t")
-    s.execute("DELETE FROM t WHERE id IN (1, 104)")
+    s.execute(TWO_ROW_FILES)
+    s.execute("DELETE FROM t WHERE id IN (50, 151)")
     from isolde.executor.log import DeltaLog
 
     snap = DeltaLog.for_table(path).update()
