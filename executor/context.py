@@ -164,8 +164,11 @@ class ExecutionContext:
     def start_transaction(self, log):
         """A transaction on ``log`` whose commit carries the session's commit message
         (``SET spark.databricks.delta.commitInfo.userMetadata = ...``), as Delta's does."""
+        from isolde.executor.txn.transaction import session_user_name
+
         txn = log.start_transaction()
         txn.user_metadata = self.conf.get(USER_METADATA_KEY)
+        txn.user_name = session_user_name(self.conf) or txn.user_name  # SET isolde.userName, else the OS user
         txn.verify_files = True  # the files a statement staged must still exist at its commit
         return txn
 

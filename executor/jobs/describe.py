@@ -146,6 +146,11 @@ def _identity_text(meta: dict) -> str:
 
 @executes(ast.DescribeTable)
 def describe_table(ctx, stmt: ast.DescribeTable) -> QueryResult:
+    from isolde.executor import views
+
+    view = views.lookup(ctx, stmt.table)
+    if view is not None:
+        return describe_view(view, stmt.extended)
     handle = P.resolve(ctx, stmt.table)
     snap = P.snapshot_of(ctx, handle, stmt.table)
     meta = snap.metadata
@@ -208,6 +213,30 @@ def describe_table(ctx, stmt: ast.DescribeTable) -> QueryResult:
         props = ",".join(f"{k}={v}" for k, v in sorted(meta.configuration.items()))
         rows.append(("Table Properties", f"[{props}]", ""))
         rows.append(("Table Features", ",".join(P.table_features(snap.protocol, meta)), ""))
+    return QueryResult(columns=["col_name", "data_type", "comment"], rows=rows)
+
+
+def describe_view(view, extended: bool) -> QueryResult:
+    """DESCRIBE [EXTENDED] of a view, as Spark answers it: its output columns (names, types and
+    comments recorded when it was created), then the view's text and properties."""
+    comments = list(view.column_comments) + [None] * len(view.schema)
+    rows: list[tuple] = [(name, dtype, comments[i]) for i, (name, dtype) in enumerate(view.schema)]
+    if extended:
+        rows.append(("", "", ""))
+        rows.append(("# Detailed Table Information", "", ""))
+        if not view.temporary:
+            rows.append(("Catalog", "spark_catalog", ""))
+            rows.append(("Database", view.database, ""))
+        rows.append(("Table", view.name, ""))
+        rows.append(("Created Time", str(_ts(view.created_ms)), ""))
+        rows.append(("Type", "VIEW" if not view.temporary else "TEMPORARY VIEW", ""))
+        if view.comment:
+            rows.append(("Comment", view.comment, ""))
+        rows.append(("View Text", view.text, ""))
+        rows.append(("View Original Text", view.text, ""))
+        rows.append(("View Query Output Columns", "[" + ", ".join(n for n, _ in view.schema) + "]", ""))
+        props = ",".join(f"{k}={v}" for k, v in sorted(view.properties.items()))
+        rows.append(("Table Properties", f"[{props}]", ""))
     return QueryResult(columns=["col_name", "data_type", "comment"], rows=rows)
 
 

@@ -36,13 +36,14 @@ SUPPORTED_FEATURES: frozenset[str] = frozenset(
         # a writer restriction on VACUUM only: it checks the read and the write protocol before it
         # deletes anything (executor/jobs/vacuum.py)
         "vacuumProtocolCheck",
+        # commit times from commitInfo.inCommitTimestamp (DeltaLog.commit_timestamp); every commit
+        # of such a table is stamped (DeltaLog.stamp_in_commit_timestamp, from the transaction)
+        "inCommitTimestamp",
     }
 )
 
-#: Features isolde reads but does not write. inCommitTimestamp: readers take commit times from
-#: commitInfo.inCommitTimestamp (DeltaLog.commit_timestamp); a writer must stamp every commit
-#: (DeltaLog.stamp_in_commit_timestamp), which the commit path does not call yet.
-READ_ONLY_FEATURES: frozenset[str] = frozenset({"inCommitTimestamp"})
+#: Features isolde reads but does not write (none at the moment; the refusal names them apart).
+READ_ONLY_FEATURES: frozenset[str] = frozenset()
 
 #: Reader-writer features: listed in readerFeatures as well as writerFeatures.
 READER_WRITER_FEATURES: frozenset[str] = frozenset(

@@ -314,6 +314,9 @@ class OptimisticTransaction:
             self.attempts += 1
             info.timestamp = max(now_ms(), (last_timestamp or 0) + 1)
             numbered = self._row_ids.assign(actions, attempt_version) if self._row_ids is not None else actions
+            # in-commit timestamps (when the table has them): commitInfo first, monotonic times
+            previous = self.snapshot if attempt_version - 1 == self.snapshot.version else None
+            numbered = self.log.stamp_in_commit_timestamp(info, numbered, attempt_version, previous)
             body = serialize_commit([info, *numbered])
             try:
                 store.put_if_absent(self.log.commit_path(attempt_version), body)

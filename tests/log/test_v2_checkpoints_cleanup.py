@@ -92,16 +92,13 @@ def make_table(path, n_commits: int, configuration: dict, *, checkpoint_each: bo
 # --------------------------------------------------------------------------- features and properties
 
 
-def test_features_v2_checkpoint_and_vacuum_protocol_check_are_writable():
-    assert {"v2Checkpoint", "vacuumProtocolCheck"} <= SUPPORTED_FEATURES
-    assert "inCommitTimestamp" in READ_ONLY_FEATURES and "inCommitTimestamp" not in SUPPORTED_FEATURES
+def test_features_v2_checkpoint_vacuum_protocol_check_and_in_commit_timestamps_are_writable():
+    assert {"v2Checkpoint", "vacuumProtocolCheck", "inCommitTimestamp"} <= SUPPORTED_FEATURES
+    assert not READ_ONLY_FEATURES
     p = Protocol(3, 7, ["v2Checkpoint", "vacuumProtocolCheck"], ["v2Checkpoint", "vacuumProtocolCheck"])
     assert_writable(p, Metadata(SCHEMA))
-    # in-commit timestamps are read, not written: a table with them on refuses writes, naming them
     ict = Metadata(SCHEMA, configuration={"delta.enableInCommitTimestamps": "true"})
-    with pytest.raises(UnsupportedFeatureError, match="inCommitTimestamp"):
-        assert_writable(Protocol(1, 7, None, ["inCommitTimestamp"]), ict)
-    # ... but the feature listed with the property off asks nothing of a writer
+    assert_writable(Protocol(1, 7, None, ["inCommitTimestamp"]), ict)  # the transaction stamps each commit
     assert_writable(Protocol(1, 7, None, ["inCommitTimestamp"]), Metadata(SCHEMA))
 
 

@@ -407,5 +407,11 @@ def test_user_name_is_recorded_and_can_be_set(spark, tmp_path):
     try:
         s.execute("INSERT INTO t VALUES (3)")
         assert s.execute("DESCRIBE HISTORY t").first().userName == "bob"
+        # every commit of the session, not only DML: maintenance, DDL, properties
+        s.execute("OPTIMIZE t")
+        s.execute("ALTER TABLE t SET TBLPROPERTIES ('team' = 'x')")
+        s.execute("CREATE TABLE t2 (id INT)")
+        assert [r.userName for r in s.execute("DESCRIBE HISTORY t LIMIT 2").collect()] == ["bob", "bob"]
+        assert s.execute("DESCRIBE HISTORY t2").first().userName == "bob"
     finally:
         s.close()

@@ -169,3 +169,20 @@ def test_join_hints_name_aliases_not_tables(orders):
     assert _rows(got) == [(1,), (3,)]
     got = orders.execute("SELECT /*+ BROADCAST(orders) */ count(*) FROM orders JOIN orders o2 ON orders.id = o2.id")
     assert _rows(got) == [(3,)]
+
+
+def test_join_hints_in_dml_subqueries(orders):
+    orders.execute("DELETE FROM orders WHERE id IN (SELECT /*+ BROADCAST(x) */ o.id FROM orders o "
+                   "JOIN (SELECT 'a' AS c) x ON o.cust = x.c)")
+    assert _rows(orders.execute("SELECT id FROM orders")) == [(2,)]
+
+
+def test_describe_a_view(orders):
+    orders.execute("CREATE VIEW v (k COMMENT 'the key', total) COMMENT 'per customer' AS "
+                   "SELECT cust, sum(amount) FROM orders GROUP BY cust")
+    assert [tuple(r) for r in orders.execute("DESCRIBE v").collect()] == [("k", "string", "the key"),
+                                                                       ("total", "double", None)]
+    detail = {r[0]: r[1] for r in orders.execute("DESCRIBE TABLE EXTENDED v").collect()}
+    assert detail["Type"] == "VIEW" and detail["Comment"] == "per customer" and detail["Database"] == "default"
+    assert detail["View Text"] == "SELECT cust, sum(amount) FROM orders GROUP BY cust"
+    assert detail["View Query Output Columns"] == "[k, total]"
