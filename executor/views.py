@@ -83,7 +83,9 @@ class ViewDefinition:
 
 
 def temp_views(session) -> dict:
-    """The session's temporary views, by lower-case name."""
+    """The session's temporary views, by lower-case name (none without a session)."""
+    if session is None:
+        return {}
     views = session.__dict__.get("temp_views")
     if views is None:
         views = session.__dict__["temp_views"] = {}
@@ -129,7 +131,7 @@ def list_views(ctx, database: Optional[str] = None) -> list[tuple[str, str, bool
     folder = ctx.catalog.require_database(database)
     names = sorted(e[: -len(VIEW_SUFFIX)] for e in os.listdir(folder) if e.endswith(VIEW_SUFFIX))
     out = [(database, n, False) for n in names]
-    out += [("", n, True) for n in sorted(temp_views(ctx.session))]
+    out += [("", n, True) for n in sorted(temp_views(getattr(ctx, "session", None)))]
     return out
 
 
@@ -139,8 +141,8 @@ def lookup(ctx, ref: ast.TableRef) -> Optional[ViewDefinition]:
     if ref.path is not None or not ref.parts:
         return None
     parts = tuple(p.lower() for p in ref.parts)
-    if len(parts) == 1 and parts[0] in temp_views(ctx.session):
-        return temp_views(ctx.session)[parts[0]]
+    if len(parts) == 1 and parts[0] in temp_views(getattr(ctx, "session", None)):
+        return temp_views(getattr(ctx, "session", None))[parts[0]]
     if len(parts) == 3 and parts[0] in ("spark_catalog", "isolde"):
         parts = parts[1:]
     if len(parts) > 2:
@@ -241,7 +243,7 @@ def expand_views(ctx, stmt: ast.Statement) -> ast.Statement:
 
 def _any_views(ctx) -> bool:
     """A cheap test first: most warehouses have no views, and then nothing is walked."""
-    if temp_views(ctx.session):
+    if temp_views(getattr(ctx, "session", None)):
         return True
     try:
         for database in ctx.catalog.list_databases():
@@ -315,7 +317,7 @@ def qualify(ctx, tree: exp.Expression) -> exp.Expression:
             continue
         if node.args.get("db") is not None or node.name.lower() in ctes:
             continue
-        if node.name.lower() in temp_views(ctx.session):
+        if node.name.lower() in temp_views(getattr(ctx, "session", None)):
             raise AnalysisError(f"A persistent view cannot reference the temporary view `{node.name}`; create a "
                                 "temporary view instead (CREATE TEMP VIEW).",
                                 error_class="INVALID_TEMP_OBJ_REFERENCE", sqlstate="42K0F")
