@@ -34,7 +34,7 @@ from isolde.executor import schema as S
 from isolde.executor import views
 from isolde.executor.catalog import foreign_entries, has_commits
 from isolde.executor.jobs import executes
-from isolde.executor.jobs.ddl import build_protocol, table_properties
+from isolde.executor.jobs.ddl import build_protocol, table_properties, with_column_mapping
 from isolde.executor.results import CommitResult, PreparedWrite, QueryResult
 from isolde.grammar import ast
 
@@ -128,13 +128,7 @@ def run_create_table_like(ctx, stmt: ast.CreateTableLike):
 
     # ---- the new table's metadata and protocol
     config, min_reader, min_writer = table_properties(ctx, stmt.properties, existing=src_config)
-    mode = str(config.get("delta.columnMapping.mode", "none")).lower()
-    if mode == "id":
-        raise AnalysisError("isolde supports column mapping in 'name' mode only.",
-                            error_class="DELTA_UNSUPPORTED_COLUMN_MAPPING_MODE", sqlstate="0AKDC")
-    if mode == "name":
-        struct, max_id = S.assign_column_mapping(struct)
-        config["delta.columnMapping.maxColumnId"] = str(max_id)
+    struct = with_column_mapping(struct, config)
     if clustering and not any(k.lower() == "delta.enablerowtracking" for k in config):
         config["delta.enableRowTracking"] = "true"  # as CREATE TABLE ... CLUSTER BY does
     protocol = build_protocol(struct, config, bool(clustering), min_reader, min_writer)

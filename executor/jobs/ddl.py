@@ -35,6 +35,19 @@ from isolde.planner.resolve import resolve_column
 ISOLDE_DEFAULTS = {"delta.enableDeletionVectors": "true"}
 
 
+def with_column_mapping(struct, config: dict):
+    """A new table's schema with column-mapping ids and physical names when its properties ask
+    for name mode (``config`` gets ``delta.columnMapping.maxColumnId``); id mode is refused."""
+    mode = str(config.get("delta.columnMapping.mode", "none")).lower()
+    if mode == "id":
+        raise AnalysisError("isolde supports column mapping in 'name' mode only.",
+                            error_class="DELTA_UNSUPPORTED_COLUMN_MAPPING_MODE", sqlstate="0AKDC")
+    if mode == "name":
+        struct, max_id = S.assign_column_mapping(struct)
+        config["delta.columnMapping.maxColumnId"] = str(max_id)
+    return struct
+
+
 def table_properties(ctx, properties, existing: dict | None = None) -> tuple[dict, int, int]:
     """(validated configuration, min reader floor, min writer floor) of a new table."""
     from isolde.executor.log.features import validate_table_properties
@@ -199,13 +212,7 @@ def run_create_table(ctx, stmt: ast.CreateTable):
         # as Databricks creates clustered tables: row tracking on, so a concurrent deletion vector
         # follows rows through OPTIMIZE's re-clustering instead of failing one side
         config["delta.enableRowTracking"] = "true"
-    mode = str(config.get("delta.columnMapping.mode", "none")).lower()
-    if mode == "id":
-        raise AnalysisError("isolde supports column mapping in 'name' mode only.",
-                            error_class="DELTA_UNSUPPORTED_COLUMN_MAPPING_MODE", sqlstate="0AKDC")
-    if mode == "name":
-        struct, max_id = S.assign_column_mapping(struct)
-        config["delta.columnMapping.maxColumnId"] = str(max_id)
+    struct = with_column_mapping(struct, config)
     protocol = build_protocol(struct, config, bool(cluster_cols), min_reader, min_writer)
     existing_meta = None
     if data_exists:

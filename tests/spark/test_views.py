@@ -186,3 +186,11 @@ def test_describe_a_view(orders):
     assert detail["Type"] == "VIEW" and detail["Comment"] == "per customer" and detail["Database"] == "default"
     assert detail["View Text"] == "SELECT cust, sum(amount) FROM orders GROUP BY cust"
     assert detail["View Query Output Columns"] == "[k, total]"
+
+
+def test_column_aliases_in_dml_subqueries(orders):
+    orders.execute("DELETE FROM orders WHERE id IN (SELECT k FROM (SELECT id, cust FROM orders) AS s(k, c) "
+                   "WHERE s.c = 'b')")
+    assert _rows(orders.execute("SELECT id FROM orders")) == [(1,), (3,)]
+    orders.execute("UPDATE orders SET amount = (SELECT max(x) FROM (VALUES (1.0), (42.0)) AS v(x)) WHERE id = 3")
+    assert _rows(orders.execute("SELECT id, amount FROM orders")) == [(1, 10.0), (3, 42.0)]
