@@ -56,6 +56,17 @@ class Isolde(Databricks):
         COMMANDS = Databricks.Tokenizer.COMMANDS - {TokenType.SHOW, TokenType.EXECUTE, TokenType.RENAME}
 
     class Parser(Databricks.Parser):
+        # ``1.50BD`` is DECIMAL(3, 2) in Spark, as written: trailing zeros are not dropped
+        NORMALIZE_DECIMAL_LITERALS = False
+
+        def build_cast(self, strict: bool, **kwargs) -> exp.Expr:
+            """A ``BD`` literal keeps its own spelling (see :meth:`Isolde.Generator.cast_sql`)."""
+            bd = self._prev is not None and self._prev.text.upper() == "BD" and kwargs.get("this") is not None
+            text = kwargs["this"].name if bd else None
+            node = super().build_cast(strict, **kwargs)
+            if bd:
+                node.meta["bd_literal"] = text
+            return node
         BARE_NAME_TOKENS = frozenset(
             Databricks.Tokenizer.KEYWORDS[w] for w in BARE_NAME_WORDS if w in Databricks.Tokenizer.KEYWORDS
         )
@@ -95,7 +106,16 @@ class Isolde(Databricks):
                     and isinstance(to, exp.DataType) and to.this in (exp.DataType.Type.FLOAT, exp.DataType.Type.DOUBLE)
                     and not expression.args.get("format")):
                 return f"{this.name}{'F' if to.this == exp.DataType.Type.FLOAT else 'D'}"
+            if expression.meta.get("bd_literal") is not None:
+                # a BD literal stays one: Spark reads CAST('99999999999999999999.999999999999999999'
+                # AS DECIMAL(38, 18)) through a lossy path and overflows when it is negated
+                return f"{expression.meta['bd_literal']}BD"
             return super().cast_sql(expression, safe_prefix=safe_prefix)
+
+        def trycast_sql(self, expression: exp.TryCast) -> str:
+            if expression.meta.get("bd_literal") is not None:
+                return self.cast_sql(expression)
+            return super().trycast_sql(expression)
 
         def identifier_sql(self, expression: exp.Identifier) -> str:
             if not expression.quoted and needs_quotes(expression.name):

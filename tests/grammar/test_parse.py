@@ -159,3 +159,21 @@ def test_every_rule_has_a_callback():
         if not rule.origin.name.startswith("_") and not (rule.options.expand1 and len(rule.expansion) == 1)
     }
     assert names <= set(HANDLERS)
+
+
+@pytest.mark.parametrize("literal, spark_type", [
+    ("-99999999999999999999.999999999999999999BD", None),
+    ("1.50BD", "DECIMAL(3, 2)"),     # Spark keeps trailing zeros in the type
+    ("0.001BD", "DECIMAL(3, 3)"),
+    ("1E3BD", "DECIMAL(4, 0)"),
+    ("12BD", "DECIMAL(2, 0)"),
+])
+def test_bd_literals_render_as_written(literal, spark_type):
+    """A BD literal goes to Spark as written: Spark's CAST of the digits as a string to
+    DECIMAL(38, 18) overflows when negated, and 1.50BD is DECIMAL(3, 2), not (2, 1)."""
+    tree = sqlglot.parse_one(f"SELECT {literal}, TRY_CAST('1.5' AS DECIMAL(2, 1))", read=DIALECT)
+    assert tree.sql(dialect=DIALECT) == f"SELECT {literal}, TRY_CAST('1.5' AS DECIMAL(2, 1))"
+    assert tree.copy().sql(dialect=DIALECT) == tree.sql(dialect=DIALECT)
+    node = tree.expressions[0]
+    if spark_type:
+        assert node.to.sql(dialect=DIALECT) == spark_type

@@ -80,6 +80,22 @@ def test_update_on_a_decimal_edge_and_merge_on_a_double_key(numbers, delta_rows,
     assert sorted(r[0] for r in delta_rows(table_path(s, "n"), ["id"])) == [3, 5, 101, 200, 400]
 
 
+def test_38_digit_bd_literals_keep_their_value_and_type(session):
+    """``-99999999999999999999.999999999999999999BD`` once reached Spark as CAST('...' AS DECIMAL(38, 18)),
+    which Spark negates with an overflow: INSERT VALUES failed and a SELECT ... NOT IN errored."""
+    s = session
+    big = "99999999999999999999.999999999999999999"
+    s.execute("CREATE TABLE m (id INT, m38 DECIMAL(38,18))")
+    s.execute(f"INSERT INTO m VALUES (1, -{big}BD)")
+    s.execute(f"INSERT INTO m VALUES (2, {big}BD), (3, 1.50BD)")
+    assert rows(s, f"SELECT id FROM m WHERE m38 NOT IN (-{big}BD, -{big}BD, CAST('0' AS DECIMAL(1,0)))") == [(2,), (3,)]
+    assert rows(s, f"SELECT id FROM m WHERE m38 = -{big}BD") == [(1,)]
+    # Spark's type for 1.50BD is DECIMAL(3, 2): trailing zeros count
+    assert rows(s, "SELECT typeof(1.50BD), CAST(1.50BD AS STRING)") == [("decimal(3,2)", "1.50")]
+    s.execute(f"DELETE FROM m WHERE m38 < -{big[:-1]}8BD")
+    assert rows(s, "SELECT id FROM m") == [(2,), (3,)]
+
+
 # --------------------------------------------------------------------------- MERGE keys in the comparison type
 
 
