@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test test-fast bench clean
+.PHONY: run test test-fast torture bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ test: $(STAMP)
 # The fast suite: no Spark, seconds.
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not spark and not slow"
+
+# The long reliability runs (tests/reliability, marker torture), ending with a summary table.
+torture: $(STAMP)
+	$(PY) -m pytest -q -m torture tests/reliability
 
 bench: $(STAMP)
 	$(PY) benchmarks/parse.py

@@ -1,6 +1,6 @@
 """Shared pytest set-up for the whole suite.
 
-Everything under ``tests/spark/`` is marked ``spark`` automatically (so ``-m "not spark"``
+Everything under ``tests/spark/`` and ``tests/reliability/`` is marked ``spark`` automatically (so ``-m "not spark"``
 gives the fast suite) unless its module sets ``NEEDS_SPARK = False``; the one SparkSession
 lives in ``tests/spark/conftest.py``.
 """
@@ -20,10 +20,11 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("ISOLDE_JVM", "startup")
 
 _SPARK_DIR = os.path.join(os.path.dirname(__file__), "spark")
+_SPARK_DIRS = (_SPARK_DIR, os.path.join(os.path.dirname(__file__), "reliability"))
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         # a module there that runs no Spark job says so with NEEDS_SPARK = False
-        if str(item.fspath).startswith(_SPARK_DIR + os.sep) and getattr(item.module, "NEEDS_SPARK", True):
+        if str(item.fspath).startswith(tuple(d + os.sep for d in _SPARK_DIRS)) and getattr(item.module, "NEEDS_SPARK", True):
             item.add_marker(pytest.mark.spark)

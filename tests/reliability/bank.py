@@ -1,0 +1,239 @@
+"""The bank workload: concurrent writers move money between accounts, open and close accounts,
+and move accounts between branches, while readers check what no snapshot may ever show.
+
+Accounts 0..BASE-1 start with START each and are never closed; transfers move money between
+them only (so a transfer never meets a missing account). Accounts BASE..BASE+SPARE-1 are opened
+with balance 0 (by MERGE or by INSERT ... WHERE NOT EXISTS, racing on the same ids) and closed by
+DELETE ... WHERE balance = 0. Moves flip an account's branch (a partition move when the table is
+partitioned by branch).
+
+Invariants checked (a violation is a lost update, a duplicate, a torn read or a wrong commit):
+- every statement committed (its version recorded) or raised a named conflict; nothing else;
+- every version after the set-up is one of the committed statements (no phantom commit), and a
+  statement that changed no row (nothing committed) would change none in the model at the
+  version it read;
+- the final table equals the model replayed from the committed statements in log order, and
+  delta-rs reads the same rows;
+- every reader saw sum(balance) == BASE * START and no id twice, and a count of accounts that
+  some committed version had.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import zlib
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from isolde.errors import CONFLICT_EXCEPTIONS, ConcurrentModificationException
+
+BASE = 12
+SPARE = 5
+START = 100
+
+
+@dataclass(frozen=True)
+class BankConfig:
+    partitioned: bool
+    deletion_vectors: bool
+    isolation: str  # Serializable | WriteSerializable
+    row_level: str  # auto | always | off
+
+    @property
+    def name(self) -> str:
+        return (f"{'parted' if self.partitioned else 'flat'}-{'dv' if self.deletion_vectors else 'cow'}-"
+                f"{self.isolation}-rowlevel:{self.row_level}")
+
+    def ddl(self, table: str) -> str:
+        parted = " PARTITIONED BY (branch)" if self.partitioned else ""
+        props = {"delta.isolationLevel": self.isolation,
+                 "delta.enableDeletionVectors": str(self.deletion_vectors).lower(),
+                 "isolde.rowLevelConcurrency": self.row_level}
+        text = ", ".join(f"'{k}' = '{v}'" for k, v in props.items())
+        return f"CREATE TABLE {table} (id BIGINT, branch INT, balance BIGINT){parted} TBLPROPERTIES ({text})"
+
+
+@dataclass(frozen=True)
+class Op:
+    """One statement: its kind and arguments (for the model) and its SQL."""
+
+    kind: str  # transfer | move | open | close
+    args: tuple
+    sql: str
+
+
+def random_op(rng: random.Random, table: str) -> Op:
+    r = rng.random()
+    if r < 0.55:
+        a, b = rng.sample(range(BASE), 2)
+        amount = rng.randint(1, 20)
+        return Op("transfer", (a, b, amount),
+                  f"MERGE INTO {table} t USING (SELECT * FROM VALUES ({a}, -{amount}), ({b}, {amount}) AS v(id, d)) s "
+                  "ON t.id = s.id WHEN MATCHED THEN UPDATE SET balance = t.balance + s.d")
+    if r < 0.65:
+        a, b = rng.sample(range(BASE), 2)
+        amount = rng.randint(1, 20)
+        return Op("transfer", (a, b, amount),
+                  f"UPDATE {table} SET balance = balance + CASE WHEN id = {a} THEN -{amount} ELSE {amount} END "
+                  f"WHERE id IN ({a}, {b})")
+    if r < 0.75:
+        a = rng.randrange(BASE)
+        return Op("move", (a,), f"UPDATE {table} SET branch = 1 - branch WHERE id = {a}")
+    k = BASE + rng.randrange(SPARE)
+    if r < 0.82:
+        return Op("open", (k,), f"MERGE INTO {table} t USING (SELECT {k} AS id) s ON t.id = s.id "
+                                f"WHEN NOT MATCHED THEN INSERT (id, branch, balance) VALUES (s.id, {k % 2}, 0)")
+    if r < 0.88:
+        return Op("open", (k,), f"INSERT INTO {table} SELECT {k}, {k % 2}, 0 "
+                                f"WHERE NOT EXISTS (SELECT 1 FROM {table} WHERE id = {k})")
+    return Op("close", (k,), f"DELETE FROM {table} WHERE id = {k} AND balance = 0")
+
+
+def initial_state() -> dict:
+    """id -> (branch, balance)."""
+    return {i: (i % 2, START) for i in range(BASE)}
+
+
+def apply(state: dict, op: Op) -> None:
+    """The model: what one committed statement does to the accounts."""
+    if op.kind == "transfer":
+        a, b, amount = op.args
+        state[a] = (state[a][0], state[a][1] - amount)
+        state[b] = (state[b][0], state[b][1] + amount)
+    elif op.kind == "move":
+        (a,) = op.args
+        state[a] = (1 - state[a][0], state[a][1])
+    elif op.kind == "open":
+        (k,) = op.args
+        state.setdefault(k, (k % 2, 0))
+    elif op.kind == "close":
+        (k,) = op.args
+        if k in state and state[k][1] == 0:
+            del state[k]
+
+
+@dataclass
+class History:
+    """What one run saw: committed statements by version, conflicts, reader observations."""
+
+    config: BankConfig
+    base_version: int = -1
+    committed: dict = field(default_factory=dict)  # version -> Op
+    unchanged: list = field(default_factory=list)  # (version read, Op) of statements that changed no row
+    conflicts: Counter = field(default_factory=Counter)
+    errors: list = field(default_factory=list)
+    reads: list = field(default_factory=list)  # (sum, count, distinct)
+    violations: list = field(default_factory=list)
+
+    def counts_by_version(self) -> dict:
+        state = initial_state()
+        out = {self.base_version: len(state)}
+        for version in sorted(self.committed):
+            apply(state, self.committed[version])
+            out[version] = len(state)
+        return out
+
+
+def run(connect, config: BankConfig, seconds: float, writers: int = 4, readers: int = 1,
+        table: str = "bank") -> History:
+    """Race ``writers`` threads (each its own isolde session on one warehouse) and ``readers``
+    for ``seconds``; return the history. ``connect()`` opens a session."""
+    setup = connect()
+    setup.execute(config.ddl(table))
+    setup.execute(f"INSERT INTO {table} VALUES " + ", ".join(f"({i}, {b}, {v})" for i, (b, v) in initial_state().items()))
+    history = History(config, base_version=setup.execute(f"DESCRIBE HISTORY {table}").first().version)
+    lock = threading.Lock()
+    deadline = time.time() + seconds
+    stop_readers = threading.Event()
+
+    def writer(n: int):
+        s = connect()
+        rng = random.Random(zlib.crc32(f"{config.name}/{n}".encode()))
+        try:
+            while time.time() < deadline:
+                op = random_op(rng, table)
+                try:
+                    result = s.execute(op.sql)
+                except ConcurrentModificationException as e:
+                    with lock:
+                        if isinstance(e, CONFLICT_EXCEPTIONS):
+                            history.conflicts[type(e).__name__] += 1
+                        else:
+                            history.errors.append((op.sql, f"unnamed conflict {e!r}"))
+                    continue
+                except BaseException as e:  # anything else is a failure of the run
+                    with lock:
+                        history.errors.append((op.sql, repr(e)))
+                    return
+                with lock:
+                    if result.first().num_affected_rows == 0:  # nothing changed, nothing committed
+                        history.unchanged.append((result.version, op))
+                        continue
+                    if result.version in history.committed:
+                        history.violations.append(f"two statements report version {result.version}")
+                    history.committed[result.version] = op
+        finally:
+            s.close()
+
+    def reader():
+        s = connect()
+        try:
+            while not stop_readers.is_set():
+                row = s.sql(f"SELECT sum(balance), count(*), count(DISTINCT id) FROM {table}").collect()[0]
+                with lock:
+                    history.reads.append((int(row[0]), int(row[1]), int(row[2])))
+        except BaseException as e:
+            with lock:
+                history.errors.append(("reader", repr(e)))
+        finally:
+            s.close()
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(writers)]
+    watchers = [threading.Thread(target=reader) for _ in range(readers)]
+    for t in threads + watchers:
+        t.start()
+    for t in threads:
+        t.join()
+    stop_readers.set()
+    for t in watchers:
+        t.join()
+    setup.close()
+    return history
+
+
+def check(history: History, latest_version: int, final_rows: list, other_reader_rows: list) -> list:
+    """Every invariant violation of the run (empty when the history is correct)."""
+    bad = list(history.violations)
+    bad += [f"{sql}: {err}" for sql, err in history.errors]
+    expected_versions = list(range(history.base_version + 1, latest_version + 1))
+    if sorted(history.committed) != expected_versions:
+        bad.append(f"versions committed by the writers {sorted(history.committed)} are not the log's "
+                   f"{expected_versions}")
+    states = {history.base_version: initial_state()}
+    state = dict(states[history.base_version])
+    for version in sorted(history.committed):
+        apply(state, history.committed[version])
+        states[version] = dict(state)
+    for version, op in history.unchanged:  # it changed nothing: so says the model at the version it read
+        before = states.get(version)
+        after = dict(before) if before is not None else None
+        if after is not None:
+            apply(after, op)
+        if before is None or after != before:
+            bad.append(f"{op.sql} changed no row reading version {version}, where the model says it would")
+    model = sorted((i, b, v) for i, (b, v) in state.items())
+    if final_rows != model:
+        bad.append(f"the table {final_rows} differs from the serial replay in log order {model}")
+    if other_reader_rows != final_rows:
+        bad.append(f"delta-rs reads {other_reader_rows}, isolde {final_rows}")
+    counts = set(history.counts_by_version().values())
+    for total, count, distinct in history.reads:
+        if total != BASE * START:
+            bad.append(f"a reader saw a total balance of {total}, not {BASE * START}")
+        if count != distinct:
+            bad.append(f"a reader saw {count} rows for {distinct} accounts")
+        if count not in counts:
+            bad.append(f"a reader saw {count} accounts, which no committed version had ({sorted(counts)})")
+    return bad

@@ -1,0 +1,55 @@
+"""The torture harness (issue 25): short runs in ``make test``, long ones (marker ``torture``)
+only when ``-m`` names torture (``make torture``). Every run adds a row to the summary table
+printed at the end of the session: histories checked, statements committed, conflicts by
+class, reader checks, invariant violations (must be 0)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+SUMMARY: list = []  # one dict per history checked
+
+
+def pytest_collection_modifyitems(config, items):
+    chosen = config.getoption("-m") or ""
+    if "torture" in chosen:
+        return
+    skip = pytest.mark.skip(reason="long torture run: `make torture` (pytest -m torture) runs it")
+    for item in items:
+        if "torture" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from isolde.executor.spark import get_spark
+
+    return get_spark()
+
+
+@pytest.fixture
+def summary():
+    return SUMMARY
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not SUMMARY:
+        return
+    tr = terminalreporter
+    tr.section("torture summary")
+    tr.write_line(f"{'history':<52} {'seconds':>7} {'commits':>7} {'conflicts':>9} {'reads':>6} {'violations':>10}")
+    conflicts: Counter = Counter()
+    for row in SUMMARY:
+        conflicts.update(row["conflicts"])
+        tr.write_line(f"{row['name']:<52} {row['seconds']:>7.1f} {row['committed']:>7} "
+                      f"{sum(row['conflicts'].values()):>9} {row['reads']:>6} {len(row['violations']):>10}")
+    tr.write_line(f"{len(SUMMARY)} histories, {sum(r['committed'] for r in SUMMARY)} statements committed, "
+                  f"{sum(r['reads'] for r in SUMMARY)} reader checks, "
+                  f"{sum(len(r['violations']) for r in SUMMARY)} invariant violations; conflicts by class: "
+                  + (", ".join(f"{k} {v}" for k, v in sorted(conflicts.items())) or "none"))
