@@ -174,11 +174,32 @@ def check_name(name: str, what: str = "table") -> str:
 def foreign_entries(path: str) -> list[str]:
     """What a folder that is not a Delta table already holds (hidden names left out: a failed
     write's staging folder, a file manager's .DS_Store). CREATE TABLE / CTAS / CLONE refuse such a
-    location, as Delta does: a later VACUUM would take those files for the table's garbage."""
+    location, as Delta does: a later VACUUM would take those files for the table's garbage.
+    Files a concurrent CREATE ... AS SELECT staged under its lease are not foreign: that writer
+    and this one race to create the table, and the commit decides (ProtocolChangedException)."""
+    from isolde.executor import leases
+
     try:
-        return sorted(n for n in os.listdir(path) if not n.startswith("."))
+        names = sorted(n for n in os.listdir(path) if not n.startswith("."))
     except (FileNotFoundError, NotADirectoryError):
         return []
+    leased = leases.leased_paths(path) if names else []
+    return [n for n in names if not _only_leased(os.path.join(os.path.abspath(path), n), leased)]
+
+
+def _only_leased(full: str, leased: list) -> bool:
+    """Is ``full`` a leased path, or a folder holding nothing else (a partition folder a
+    concurrent CTAS staged into)?"""
+    from isolde.executor import leases
+
+    if not leased:
+        return False
+    if leases.is_leased(full, leased):
+        return True
+    if not os.path.isdir(full) or os.path.islink(full):
+        return False
+    children = os.listdir(full)
+    return bool(children) and all(_only_leased(os.path.join(full, c), leased) for c in children)
 
 
 class Catalog:

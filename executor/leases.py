@@ -35,13 +35,15 @@ def table_root_of(path: str) -> Optional[str]:
         current = parent
 
 
-def take(paths: Iterable[str]) -> Optional[str]:
+def take(paths: Iterable[str], root: Optional[str] = None) -> Optional[str]:
     """Lease ``paths`` (absolute, inside one table) against VACUUM; returns the lease file, or
-    None when the paths lie in no table yet (a new table has nothing to vacuum)."""
+    None when the paths lie in no table yet and no ``root`` is given. A CREATE ... AS SELECT
+    names the folder of the table it creates: its lease also tells a concurrent creator of
+    the same table that the files there are another writer's, not a stranger's."""
     paths = [os.path.abspath(p) for p in paths]
     if not paths:
         return None
-    root = table_root_of(paths[0])
+    root = os.path.abspath(root) if root else table_root_of(paths[0])
     if root is None:
         return None
     folder = os.path.join(root, LEASE_DIR)

@@ -689,13 +689,14 @@ class PreparedWrite:
     result: Optional[CommitResult] = None
     started: float = field(default_factory=time.perf_counter)
     lease: Optional[str] = None  # keeps VACUUM off the staged files until commit or abort
+    root: Optional[str] = None  # the folder of a table this write creates (its lease lives there)
 
     def __post_init__(self) -> None:
         if self.staged_paths and self.lease is None:
             from isolde.executor import leases
 
             try:
-                self.lease = leases.take(self.staged_paths)
+                self.lease = leases.take(self.staged_paths, root=self.root)
             except OSError:  # a read-only table folder: the commit will fail anyway
                 self.lease = None
 

@@ -432,6 +432,16 @@ def physical_struct(struct: T.StructType) -> T.StructType:
     return T.StructType(fields)
 
 
+NESTED_IDS = "delta.columnMapping.nested.ids"
+
+
+def fields_with_nested_ids(struct: T.StructType) -> list[str]:
+    """Names of the fields (nested ones too) whose ``delta.columnMapping.nested.ids`` give ids to
+    array elements / map keys and values (icebergCompatV2): Delta writes those ids into the
+    Parquet list and map groups through its own Parquet write support, which plain Spark lacks."""
+    return [f.name for f in _walk_fields(struct) if (f.metadata or {}).get(NESTED_IDS)]
+
+
 def logical_to_physical(metadata) -> dict[str, str]:
     """Top-level logical name -> physical name (identity without column mapping)."""
     struct = metadata_schema(metadata)
@@ -440,9 +450,66 @@ def logical_to_physical(metadata) -> dict[str, str]:
     return {f.name: physical_name(f) for f in struct.fields}
 
 
-def assign_column_mapping(struct: T.StructType, start_id: int = 0) -> tuple[T.StructType, int]:
+def iceberg_compat_v2(config: dict) -> bool:
+    """Whether a configuration turns on icebergCompatV2 (directly or through UniForm), which
+    makes Delta give array elements and map keys / values ids of their own."""
+    conf = {str(k).lower(): str(v).strip().lower() for k, v in (config or {}).items()}
+    return conf.get("delta.enableicebergcompatv2") == "true" or \
+        "iceberg" in conf.get("delta.universalformat.enabledformats", "")
+
+
+def assign_column_mapping(struct: T.StructType, start_id: int = 0,
+                          nested_ids: bool = False) -> tuple[T.StructType, int]:
     """Give every field (nested too) a column id and a ``col-<uuid>`` physical name, as Delta
-    does when a table is created with column mapping. Returns (schema, max column id)."""
+    does when a table is created with column mapping; with ``nested_ids`` (icebergCompatV2) also
+    the ids of array elements and map keys / values under ``delta.columnMapping.nested.ids``,
+    numbered after the column ids as Delta numbers them. Returns (schema, max id)."""
+    struct, max_id = _assign_column_ids(struct, start_id)
+    if nested_ids:
+        struct, max_id = _assign_nested_ids(struct, max_id)
+    return struct, max_id
+
+
+def _assign_nested_ids(struct: T.StructType, start_id: int) -> tuple[T.StructType, int]:
+    """Ids for the ``element`` / ``key`` / ``value`` of every array and map, kept in the metadata
+    of the nearest enclosing struct field under ``<physical name>.element`` and so on (an
+    existing id is kept: it is already in the table's files)."""
+    counter = [start_id]
+
+    def walk_type(dt, path: str, ids: dict):
+        if isinstance(dt, T.StructType):
+            return walk_struct(dt)
+        if isinstance(dt, T.ArrayType):
+            element = assign(f"{path}.element", ids)
+            return T.ArrayType(walk_type(dt.elementType, element, ids), dt.containsNull)
+        if isinstance(dt, T.MapType):
+            key = assign(f"{path}.key", ids)
+            key_type = walk_type(dt.keyType, key, ids)
+            value = assign(f"{path}.value", ids)
+            return T.MapType(key_type, walk_type(dt.valueType, value, ids), dt.valueContainsNull)
+        return dt
+
+    def assign(key: str, ids: dict) -> str:
+        if key not in ids:
+            counter[0] += 1
+            ids[key] = counter[0]
+        return key
+
+    def walk_struct(st):
+        out = []
+        for f in st.fields:
+            meta = dict(f.metadata or {})
+            ids = dict(meta.get(NESTED_IDS) or {})
+            dt = walk_type(f.dataType, physical_name(f), ids)
+            if ids:
+                meta[NESTED_IDS] = ids
+            out.append(T.StructField(f.name, dt, f.nullable, meta))
+        return T.StructType(out)
+
+    return walk_struct(struct), counter[0]
+
+
+def _assign_column_ids(struct: T.StructType, start_id: int) -> tuple[T.StructType, int]:
     import uuid
 
     counter = [start_id]

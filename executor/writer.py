@@ -36,7 +36,7 @@ import sqlglot.expressions as exp
 from pyspark.sql import DataFrame, functions as F
 from pyspark.sql import types as T
 
-from isolde.errors import AnalysisError, ColumnNotFoundError
+from isolde.errors import AnalysisError, ColumnNotFoundError, UnsupportedFeatureError
 from isolde.executor import schema as S
 from isolde.executor.scan import partition_dir
 from isolde.grammar.dialect import DIALECT
@@ -358,10 +358,31 @@ def _rel_to_add_path(rel: str) -> str:
     return quote(rel, safe="/=")
 
 
+FIELD_ID_WRITE = "spark.sql.parquet.fieldId.write.enabled"
+
+
+def check_mapped_write(spark, metadata) -> None:
+    """Refuse a write whose files would lack the Parquet field ids an id-mode table is read by:
+    readers match its columns by id only, and a file without them reads as all NULLs or is
+    refused. Spark writes the ids of ``parquet.field.id`` metadata unless the session turned
+    ``spark.sql.parquet.fieldId.write.enabled`` off; it never writes ids for array elements or
+    map keys and values (``delta.columnMapping.nested.ids``, icebergCompatV2): ``stamp_nested_ids``
+    adds those to the written files."""
+    mode = S.column_mapping_mode(metadata)
+    if mode == "none":
+        return
+    if mode == "id" and str(spark.conf.get(FIELD_ID_WRITE, "true")).strip().lower() == "false":
+        raise UnsupportedFeatureError(
+            f"Cannot write to a table with column mapping in 'id' mode while {FIELD_ID_WRITE} is false: its "
+            "readers find columns by Parquet field id. SET it to true.",
+            error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
+
+
 def _physical_frame(df: DataFrame, metadata, parts: list, hidden: Sequence[str] = ()) -> tuple[DataFrame, list]:
     """``df`` with the column names / types the data files hold, and the partition columns' names
     (``hidden`` columns, already physical -- materialised row ids --, pass through)."""
     if S.column_mapping_mode(metadata) != "none":
+        check_mapped_write(df.sparkSession, metadata)
         # data files hold physical names (nested too) and the column ids as Parquet field ids
         struct = S.metadata_schema(metadata)
         phys = S.physical_struct(struct)
@@ -376,6 +397,73 @@ def _physical_frame(df: DataFrame, metadata, parts: list, hidden: Sequence[str] 
         mapping = S.logical_to_physical(metadata)
         parts = [mapping.get(p, p) for p in parts]
     return _utc_timestamp_partitions(df, parts), parts
+
+
+# --------------------------------------------------------------------------- nested field ids
+
+
+def _nested_ids_type(t, field, path: str, logical):
+    """Arrow type ``t`` (of Delta field ``field``, at ``path`` relative to it) with the ids of
+    ``field``'s ``delta.columnMapping.nested.ids`` on list elements and map keys / values, and
+    struct children treated the same way; ``logical``: the Delta type at this point."""
+    import pyarrow as pa
+
+    ids = (field.metadata or {}).get(S.NESTED_IDS) or {}
+
+    def child(f, key, sub_logical):
+        meta = dict(f.metadata or {})
+        if key in ids:
+            meta[b"PARQUET:field_id"] = str(int(ids[key])).encode()
+        return f.with_type(_nested_ids_type(f.type, field, key, sub_logical)).with_metadata(meta or None)
+
+    if pa.types.is_struct(t):
+        return pa.struct([stamp_field(t.field(i), logical) for i in range(t.num_fields)])
+    if pa.types.is_list(t):
+        return pa.list_(child(t.value_field, f"{path}.element", logical.elementType))
+    if pa.types.is_map(t):
+        key = child(t.key_field, f"{path}.key", logical.keyType)
+        item = child(t.item_field, f"{path}.value", logical.valueType)
+        return pa.map_(key, item, keys_sorted=t.keys_sorted)
+    return t
+
+
+def stamp_field(f, struct: T.StructType):
+    """Arrow field ``f`` of a data file whose Delta struct is ``struct``, with nested ids added."""
+    by_physical = {S.physical_name(d): d for d in struct.fields}
+    d = by_physical.get(f.name)
+    if d is None:  # a materialised row-tracking column
+        return f
+    return f.with_type(_nested_ids_type(f.type, d, S.physical_name(d), d.dataType))
+
+
+def stamp_nested_ids(folder: str, metadata) -> None:
+    """Rewrite the Parquet files Spark wrote under ``folder`` with the field ids of array elements
+    and map keys / values that ``delta.columnMapping.nested.ids`` assigns (icebergCompatV2): Delta
+    writes them through its own Parquet write support, Spark's writer never does. Rows and row
+    groups stay as they are (one row group in memory at a time); INT96 timestamps become INT64
+    microseconds (the same instants)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if metadata is None or S.column_mapping_mode(metadata) == "none":
+        return
+    struct = S.data_schema(metadata)
+    if not S.fields_with_nested_ids(struct):
+        return
+    for root, dirs, names in os.walk(folder):
+        for name in names:
+            if name.startswith((".", "_")) or not name.endswith(".parquet"):
+                continue
+            path = os.path.join(root, name)
+            source = pq.ParquetFile(path, coerce_int96_timestamp_unit="us")
+            schema = source.schema_arrow
+            stamped = pa.schema([stamp_field(schema.field(i), struct) for i in range(len(schema))], schema.metadata)
+            with pq.ParquetWriter(path + ".tmp", stamped, compression="snappy", coerce_timestamps="us",
+                                  store_decimal_as_integer=True) as out:
+                for group in range(source.metadata.num_row_groups):
+                    out.write_table(source.read_row_group(group).cast(stamped))
+            source.close()
+            os.replace(path + ".tmp", path)
 
 
 UTC_PARTITION_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'"
@@ -497,6 +585,7 @@ def write_files(ctx, df: DataFrame, table_path: str, metadata, *, data_change: b
         writer = writer.partitionBy(*[col_names.get(p.lower(), p) for p in parts])
     with _staging(table_path) as (staging, result):
         writer.save(staging)
+        stamp_nested_ids(staging, metadata)
         _adopt_files(staging, table_path, parts, result, data_change)
     return result
 
@@ -587,6 +676,7 @@ def write_partition_groups(ctx, groups: Sequence[tuple], table_path: str, metada
                     fut.exception()
             if failed:
                 raise failed[0]
+        stamp_nested_ids(staging, metadata)
         by_sub = {sub: (rel, pv) for sub, pv, rel, _ in jobs}
         _adopt_files(staging, table_path, [], result, data_change,
                      rel_dir_of=lambda d: by_sub[d.split(os.sep)[0]][0],
@@ -684,6 +774,7 @@ class SliceWrite:
     data: DataFrame
     slices: list
     dirs: list
+    metadata: object = None
 
 
 def plan_partition_slices(ctx, df: DataFrame, slices: Sequence, metadata) -> SliceWrite:
@@ -693,7 +784,7 @@ def plan_partition_slices(ctx, df: DataFrame, slices: Sequence, metadata) -> Sli
     lower = {p.lower() for p in parts}
     data = df.select(*[F.col(_q(c)) for c in df.columns if c.lower() not in lower])
     dirs = [partition_dir(spark, parts, s.partition_values) if parts else "" for s in slices]
-    return SliceWrite(data, list(slices), dirs)
+    return SliceWrite(data, list(slices), dirs, metadata)
 
 
 def _read_layout(plan: SliceWrite, table_path: str) -> Optional[list]:
@@ -740,6 +831,7 @@ def write_partition_slices(ctx, plan: SliceWrite, expected_rows: Sequence[int], 
             layout = planned.result()
         if layout is None:
             return None
+        stamp_nested_ids(staging, plan.metadata)
         task_slice = [i for i, n, _ in layout for _ in range(n)]
         task_file = [path for _, n, path in layout for _ in range(n)]
         files, rows, file_rows = [], [0] * len(slices), {}

@@ -37,13 +37,12 @@ ISOLDE_DEFAULTS = {"delta.enableDeletionVectors": "true"}
 
 def with_column_mapping(struct, config: dict):
     """A new table's schema with column-mapping ids and physical names when its properties ask
-    for name mode (``config`` gets ``delta.columnMapping.maxColumnId``); id mode is refused."""
+    for name or id mode (``config`` gets ``delta.columnMapping.maxColumnId``): both modes give
+    every field, nested ones too, an id and a ``col-<uuid>`` physical name, as Delta does, and
+    with icebergCompatV2 array elements and map keys / values ids of their own."""
     mode = str(config.get("delta.columnMapping.mode", "none")).lower()
-    if mode == "id":
-        raise AnalysisError("isolde supports column mapping in 'name' mode only.",
-                            error_class="DELTA_UNSUPPORTED_COLUMN_MAPPING_MODE", sqlstate="0AKDC")
-    if mode == "name":
-        struct, max_id = S.assign_column_mapping(struct)
+    if mode in ("name", "id"):
+        struct, max_id = S.assign_column_mapping(struct, nested_ids=S.iceberg_compat_v2(config))
         config["delta.columnMapping.maxColumnId"] = str(max_id)
     return struct
 
@@ -227,8 +226,10 @@ def run_create_table(ctx, stmt: ast.CreateTable):
         metadata.id = existing_meta.id  # same table identity across REPLACE
     domains = []
     if cluster_cols:
+        # physical names under column mapping (PROTOCOL.md, Clustered Table): they survive a rename
+        physical = {f.name: S.physical_name(f) for f in struct.fields}
         domains.append(DomainMetadata("delta.clustering",
-                                      json.dumps({"clusteringColumns": [[c] for c in cluster_cols]})))
+                                      json.dumps({"clusteringColumns": [[physical.get(c, c)] for c in cluster_cols]})))
     elif data_exists and replacing:
         old = handle.log.snapshot().domain_metadata.get("delta.clustering")
         if old is not None and not old.removed:
@@ -271,7 +272,7 @@ def run_create_table(ctx, stmt: ast.CreateTable):
         return CommitResult(version=version, operation=operation, metrics=metrics, table=handle.name)
 
     return PreparedWrite(operation=operation, table=handle.name, commit_fn=commit, staged_paths=staged,
-                         metrics=metrics)
+                         metrics=metrics, root=handle.path)
 
 
 def _check_generation_expression(f, names, table) -> None:

@@ -340,15 +340,42 @@ def _compact(ctx, stmt, handle, txn, snap, *, purge: bool):
                     hidden=hidden, considered=len(considered))
 
 
+#: the clustering domain of Databricks' preview of liquid clustering (writer feature ``liquid``):
+#: ``{"clusteringColumns": [{"physicalName": ["col"]}, ...]}``
+LIQUID_DOMAIN = "delta.liquid"
+
+
+def clustering_columns(snap) -> list[str]:
+    """Logical names of the clustering columns: the ``delta.clustering`` domain, else the
+    ``delta.liquid`` domain that tables clustered by Databricks' preview carry."""
+    columns = P.clustering_columns(snap)
+    if columns:
+        return columns
+    dm = (getattr(snap, "domain_metadata", None) or {}).get(LIQUID_DOMAIN)
+    if dm is None or getattr(dm, "removed", False):
+        return []
+    try:
+        listed = json.loads(dm.configuration or "{}").get("clusteringColumns") or []
+    except ValueError:
+        return []
+    logical = {S.physical_name(f): f.name for f in S.metadata_schema(snap.metadata).fields}
+    out = []
+    for entry in listed:
+        path = entry.get("physicalName") if isinstance(entry, dict) else entry
+        path = path if isinstance(path, list) else [path]
+        out.append(".".join(logical.get(p, p) for p in path))
+    return out
+
+
 def _stable_ids_tag(hidden):
     return {STABLE_IDS_TAG: "true"} if hidden else {}
 
 
 def _zorder(ctx, stmt, handle, txn, snap):
-    if P.clustering_columns(snap):
+    if clustering_columns(snap):
         raise AnalysisError(
             f"OPTIMIZE ... ZORDER BY cannot be used on {handle.name}: it is clustered (CLUSTER BY "
-            f"{', '.join(P.clustering_columns(snap))}); OPTIMIZE {handle.name} clusters it.",
+            f"{', '.join(clustering_columns(snap))}); OPTIMIZE {handle.name} clusters it.",
             error_class="DELTA_CLUSTERING_WITH_ZORDER_BY", sqlstate="42613")
     columns = layout_columns(snap.metadata, stmt.zorder_by, "ZORDER BY")
     where_sql = partition_filter_sql(stmt, snap.metadata, "OPTIMIZE")
@@ -455,7 +482,7 @@ def run_optimize(ctx, stmt: ast.Optimize):
     handle, txn, snap = _start(ctx, stmt, "OPTIMIZE")
     if stmt.zorder_by:
         return _zorder(ctx, stmt, handle, txn, snap)
-    clustering = P.clustering_columns(snap)
+    clustering = clustering_columns(snap)
     if clustering:
         return _cluster(ctx, stmt, handle, txn, snap, clustering)
     if stmt.full:

@@ -65,7 +65,9 @@ def high_water_mark(domains: Mapping[str, DomainMetadata]) -> int:
     if dm is None or dm.removed:
         return -1
     try:
-        return int(json.loads(dm.configuration or "{}").get("highWaterMark", -1))
+        conf = json.loads(dm.configuration or "{}")
+        # PROTOCOL.md's key is rowIdHighWaterMark; isolde wrote highWaterMark until session 14, so both are read
+        return max(int(conf.get("rowIdHighWaterMark", -1)), int(conf.get("highWaterMark", -1)))
     except (ValueError, TypeError, AttributeError):
         raise InternalError(f"The {DOMAIN} domain metadata is not readable: {dm.configuration!r}.")
 
@@ -130,7 +132,7 @@ class RowIdAssigner:
             out.append(a)
         self.fresh = fresh
         if next_id - 1 > self.high_water_mark:
-            out.append(DomainMetadata(DOMAIN, json.dumps({"highWaterMark": next_id - 1}, separators=(",", ":"))))
+            out.append(DomainMetadata(DOMAIN, json.dumps({"rowIdHighWaterMark": next_id - 1}, separators=(",", ":"))))
         return out
 
 

@@ -32,7 +32,7 @@ def _adds(log, version):
 
 def _hwm(log, version):
     dms = [a["domainMetadata"] for a in _commit_actions(log, version) if "domainMetadata" in a]
-    found = [json.loads(d["configuration"])["highWaterMark"] for d in dms if d["domain"] == RT.DOMAIN]
+    found = [json.loads(d["configuration"])["rowIdHighWaterMark"] for d in dms if d["domain"] == RT.DOMAIN]
     return found[0] if found else None
 
 
@@ -118,7 +118,7 @@ def test_ids_kept_by_a_commit_raise_the_high_water_mark():
     by_path = {a.path: a for a in out if isinstance(a, AddFile)}
     assert by_path["old"].base_row_id == 20 and by_path["old"].default_row_commit_version == 3
     assert by_path["new"].base_row_id == 30
-    assert [json.loads(d.configuration) for d in out if isinstance(d, DomainMetadata)] == [{"highWaterMark": 31}]
+    assert [json.loads(d.configuration) for d in out if isinstance(d, DomainMetadata)] == [{"rowIdHighWaterMark": 31}]
 
 
 def test_missing_num_records_is_an_internal_error():
@@ -143,3 +143,11 @@ def test_tables_without_the_feature_get_no_row_ids(table_path):
     log = create_table(table_path, schema=DEFAULT_SCHEMA)
     log.start_transaction().commit([_add("a", 3)], "WRITE")
     assert "baseRowId" not in _adds(log, 1)["a"] and _hwm(log, 1) is None
+
+
+def test_the_high_water_mark_other_engines_wrote_is_read():
+    """Delta and delta-rs write rowIdHighWaterMark (PROTOCOL.md); tables isolde wrote before
+    used highWaterMark. Either is read, so no row id is handed out twice."""
+    for conf, expected in [('{"rowIdHighWaterMark":9,"domainName":"delta.rowTracking"}', 9),
+                           ('{"highWaterMark":31}', 31), ("{}", -1)]:
+        assert RT.high_water_mark({RT.DOMAIN: DomainMetadata(RT.DOMAIN, conf)}) == expected

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from isolde.errors import ExecutionError, UnsupportedFeatureError
@@ -260,8 +261,8 @@ def test_time_travel_below_an_unsupported_feature_reads_the_old_protocol(session
 class WriteCase:
     delete_where: str
     keep: Callable[[dict], bool]
-    insert: str
-    inserted: list  # rows (dicts) the INSERT adds
+    insert: str  # after VALUES; or a query (SELECT ... FROM {path} VERSION AS OF {start} ...)
+    inserted: "list | Callable[[list], list]"  # rows (dicts) the INSERT adds, or the rows before -> them
 
 
 WRITES = {
@@ -281,6 +282,24 @@ WRITES = {
         "_1 = 'foo1'", lambda r: r["_1"] != "foo1", "('foo4', 'bar+%24')", [{"_1": "foo4", "_2": "bar+%24"}]),
     "simple_table_with_checkpoint": WriteCase(
         "version < 3", lambda r: r["version"] >= 3, "(11)", [{"version": 11}]),
+    # id mode: files isolde writes carry Delta's field ids (the engine's own files are the reference)
+    "table-with-columnmapping-mode-id": WriteCase(
+        "IntegerType IN (1, 2)", lambda r: r["IntegerType"] not in (1, 2),
+        "SELECT * FROM delta.`{path}` VERSION AS OF {start} WHERE IntegerType = 2",
+        lambda before: [r for r in before if r["IntegerType"] == 2]),
+    "table-with-icebegCompatV2Enabled": WriteCase(  # array elements / map keys and values have ids too
+        "IntegerType IN (1, 2)", lambda r: r["IntegerType"] not in (1, 2),
+        "SELECT * FROM delta.`{path}` VERSION AS OF {start} WHERE IntegerType = 2",
+        lambda before: [r for r in before if r["IntegerType"] == 2]),
+    "data-skipping-basic-stats-all-types-columnmapping-id": WriteCase(
+        "as_int = 0", lambda r: r["as_int"] != 0,
+        "SELECT * FROM delta.`{path}` VERSION AS OF {start}", lambda before: before),
+    "data-reader-timestamp_ntz-id-mode": WriteCase(  # partitioned by a timestamp_ntz column
+        "id % 3 = 0", lambda r: r["id"] % 3 != 0,
+        "SELECT * FROM delta.`{path}` VERSION AS OF {start} WHERE id = 3",
+        lambda before: [r for r in before if r["id"] == 3]),
+    "table_with_liquid_clustering": WriteCase(  # writer feature `liquid`, delta.liquid domain
+        "id IN (3, 4)", lambda r: r["id"] not in (3, 4), "(100)", [{"id": 100}]),
 }
 
 
@@ -300,21 +319,62 @@ def test_delete_and_insert_round_trip(session, tmp_path, name):
     columns = before.column_names
     start = DeltaLog(path).update().version
     deleted = session.execute(f"DELETE FROM delta.`{path}` WHERE {case.delete_where}")
-    inserted = session.execute(f"INSERT INTO delta.`{path}` VALUES {case.insert}")
+    query = case.insert.format(path=path, start=start)
+    query = query if query.startswith("SELECT") else f"VALUES {query}"
+    inserted = session.execute(f"INSERT INTO delta.`{path}` {query}")
     assert (deleted.version, inserted.version) == (start + 1, start + 2)
     kept = [r for r in before.to_pylist() if case.keep(r)]
     assert len(kept) < before.num_rows  # the DELETE removed something
-    expected = sorted((tuple(_norm(r[c]) for c in columns) for r in kept + case.inserted), key=repr)
+    added = case.inserted(before.to_pylist()) if callable(case.inserted) else case.inserted
+    assert added
+    expected = sorted((tuple(_norm(r[c]) for c in columns) for r in kept + added), key=repr)
     by_delta_rs = delta_rs_table(path)
     by_isolde = isolde_table(session, path)
     assert _rows(by_delta_rs, columns) == expected
     assert _rows(by_isolde, columns) == expected
     # the table as it was is still there for both
     assert _rows(isolde_table(session, path, start), columns) == _rows(before, columns)
+    snap = DeltaLog(path).update()
+    if snap.configuration.get("delta.columnMapping.mode") == "id":
+        assert_field_ids_as_the_engine_wrote_them(_path(name), path, start)
+
+
+def _field_id_tree(t: pa.DataType) -> list:
+    """(name, Parquet field id) of every field nested in an Arrow type, list elements and map
+    keys / values included, depth first."""
+    if pa.types.is_struct(t):
+        fields = [t.field(i) for i in range(t.num_fields)]
+    elif pa.types.is_list(t):
+        fields = [t.value_field]
+    elif pa.types.is_map(t):
+        fields = [t.key_field, t.item_field]
+    else:
+        return []
+    return [((f.name, (f.metadata or {}).get(b"PARQUET:field_id")), _field_id_tree(f.type)) for f in fields]
+
+
+def _file_field_ids(local: str) -> list:
+    schema = pq.read_schema(local)
+    return _field_id_tree(pa.struct([schema.field(i) for i in range(len(schema))]))
+
+
+def assert_field_ids_as_the_engine_wrote_them(source: str, path: str, start: int) -> None:
+    """Every file isolde added to a copied id-mode table names and numbers its Parquet fields
+    (columns, nested struct fields, array elements, map keys and values) exactly as a file the
+    other engine wrote."""
+    from urllib.parse import unquote
+
+    engine_files = DeltaLog(source).update().all_files
+    reference = _file_field_ids(os.path.join(source, unquote(engine_files[0].path)))
+    assert any(ident is not None for (_, ident), _ in reference)
+    old = {a.path for a in DeltaLog(path).snapshot(start).all_files}
+    new = [a for a in DeltaLog(path).update().all_files if a.path not in old]
+    assert new
+    for add in new:
+        assert _file_field_ids(os.path.join(path, unquote(add.path))) == reference, add.path
 
 
 @pytest.mark.parametrize("name,feature", [
-    ("table-with-columnmapping-mode-id", "'id' mode"),
     ("type-widening", "typeWidening-preview"),
     ("cdf-table-with-cdc-and-dvs", "changeDataFeed"),
 ])
@@ -329,6 +389,77 @@ def test_write_to_a_table_isolde_only_reads_is_refused(session, tmp_path, name, 
     assert message.startswith(f"Cannot write to table {path}: its version {latest} ")
     assert feature in message
     assert DeltaLog(path).update().version == latest  # nothing committed
+
+
+# --------------------------------------------------------------------------- clustered tables
+
+
+def _as_delta_spark_clusters(path: str) -> None:
+    """Rewrite the copied table_with_liquid_clustering log as Delta Spark writes a clustered
+    table: writer feature ``clustering``, domain ``delta.clustering``."""
+    import json
+
+    log = os.path.join(path, "_delta_log")
+    os.remove(os.path.join(log, "00000000000000000000.crc"))
+    lines = []
+    for line in open(os.path.join(log, "00000000000000000000.json")):
+        action = json.loads(line)
+        if "protocol" in action:
+            features = action["protocol"]["writerFeatures"]
+            features[features.index("liquid")] = "clustering"
+        if action.get("domainMetadata", {}).get("domain") == "delta.liquid":
+            action["domainMetadata"] = {"domain": "delta.clustering", "removed": False,
+                                        "configuration": json.dumps({"clusteringColumns": [["id"]]})}
+        lines.append(json.dumps(action))
+    with open(os.path.join(log, "00000000000000000000.json"), "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
+CLUSTERED = {"liquid": "delta.liquid", "clustering": "delta.clustering"}
+
+
+def _clustered_copy(tmp_path, flavour: str) -> str:
+    path = _copy("table_with_liquid_clustering", tmp_path)
+    if flavour == "clustering":
+        _as_delta_spark_clusters(path)
+    return path
+
+
+@pytest.mark.parametrize("flavour", sorted(CLUSTERED))
+def test_clustered_table_from_another_engine_keeps_its_clustering(session, tmp_path, flavour):
+    """INSERT, DELETE, UPDATE and OPTIMIZE on a table another engine clustered (Databricks'
+    preview `liquid` feature as delta-rs's copy has it, and Delta's `clustering`): protocol and
+    clustering domain stay as they were, OPTIMIZE clusters by the domain's column, and
+    delta-rs reads the rows isolde does."""
+    path = _clustered_copy(tmp_path, flavour)
+    first = DeltaLog(path).update()
+    domain = CLUSTERED[flavour]
+    for sql in ("DELETE FROM {t} WHERE id IN (3, 4)", "INSERT INTO {t} VALUES (100), (101)",
+                "UPDATE {t} SET id = id + 1000 WHERE id = 5", "OPTIMIZE {t}"):
+        session.execute(sql.format(t=f"delta.`{path}`"))
+    expected = [(i,) for i in (0, 1, 2, 6, 7, 8, 9, 100, 101, 1005)]
+    assert sorted(tuple(r.values()) for r in delta_rs_table(path).to_pylist()) == expected
+    assert sorted(tuple(r.values()) for r in isolde_table(session, path).to_pylist()) == expected
+    snap = DeltaLog(path).update()
+    assert snap.protocol == first.protocol
+    assert snap.domain_metadata[domain].configuration == first.domain_metadata[domain].configuration
+    assert [a.clustering_provider for a in snap.all_files] == ["liquid"]  # clustered by `id`
+    assert DeltaLog(path).history(1)[0]["operationParameters"]["clusterBy"] == '["id"]'
+
+
+@pytest.mark.parametrize("flavour", sorted(CLUSTERED))
+def test_row_ids_stay_unique_on_a_clustered_table_from_another_engine(session, tmp_path, flavour):
+    """The copy tracks row ids (rowIdHighWaterMark 9 in its delta.rowTracking domain): rows
+    isolde adds get ids above it, and the high-water mark moves past them."""
+    import json
+
+    path = _clustered_copy(tmp_path, flavour)
+    session.execute(f"INSERT INTO delta.`{path}` VALUES (100), (101)")
+    snap = DeltaLog(path).update()
+    ranges = sorted((a.base_row_id, a.base_row_id + a.parsed_stats["numRecords"] - 1) for a in snap.all_files)
+    assert all(lo > prev_hi for (_, prev_hi), (lo, _) in zip(ranges, ranges[1:]))
+    mark = json.loads(snap.domain_metadata["delta.rowTracking"].configuration)["rowIdHighWaterMark"]
+    assert mark == ranges[-1][1] == 11
 
 
 # --------------------------------------------------------------------------- broken tables
