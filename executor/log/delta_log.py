@@ -17,6 +17,8 @@ import re
 import threading
 from urllib.parse import unquote, urlparse
 
+import pyarrow as pa
+
 from isolde.errors import VersionNotFoundError
 
 from .actions import CommitInfo, Metadata, now_ms, parse_commit
@@ -100,7 +102,7 @@ def _parse_commit(data: bytes, version: int, table_path: str) -> list:
     """
     try:
         return parse_commit(data)
-    except (KeyError, TypeError, ValueError) as first:
+    except (KeyError, TypeError, ValueError, AttributeError) as first:
         error = first
     try:
         lines = []
@@ -112,11 +114,12 @@ def _parse_commit(data: bytes, version: int, table_path: str) -> list:
                     obj["metaData"] = {**meta, "schemaString": EMPTY_SCHEMA_STRING}
                 lines.append(json.dumps(obj))
         return parse_commit("\n".join(lines))
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, AttributeError):
         pass
     from isolde.errors import ExecutionError
 
-    detail = f"an action lacks the field {error}" if isinstance(error, KeyError) else str(error)
+    detail = (f"an action lacks the field {error}" if isinstance(error, KeyError)
+              else "a line is not a JSON object" if isinstance(error, AttributeError) else str(error))
     raise ExecutionError(
         f"Cannot read version {version} of table {table_path}: its commit file is not a valid Delta commit ({detail}).",
         error_class="DELTA_STATE_RECOVER_ERROR",
@@ -213,11 +216,37 @@ class DeltaLog:
         """Forget the cached snapshot (e.g. after the table directory was replaced)."""
         self._latest = None
 
+    def _later_commits(self, version: int) -> list[int]:
+        """Commit versions above ``version`` present in the log (one listing from version + 1)."""
+        statuses = self.store.list_from(self.commit_path(version + 1))
+        return sorted(int(m.group(1)) for m in (COMMIT_RE.match(os.path.basename(st.path)) for st in statuses) if m)
+
+    def _next_commit(self, version: int) -> bytes | None:
+        """Commit ``version + 1``, or None when ``version`` is the latest. A later commit with this
+        one missing is a hole in the log (deleted by hand, a broken copy): an error naming the
+        missing version, never a silently older table that a writer would then fork."""
+        data = self._read_commit_bytes(version + 1)
+        if data is not None:
+            return data
+        later = self._later_commits(version)
+        if not later:
+            return None
+        data = self._read_commit_bytes(version + 1)  # committed between the read and the listing
+        if data is not None:
+            return data
+        from isolde.errors import ExecutionError
+
+        raise ExecutionError(
+            f"Cannot read table {self.table_path}: its log has commits up to version {later[-1]} but version "
+            f"{version + 1} is missing ({self.commit_path(version + 1)}). The log's versions must be contiguous; "
+            "restore the missing commit file, or the table cannot be read or written.",
+            error_class="DELTA_VERSIONS_NOT_CONTIGUOUS", sqlstate="KD00C")
+
     def _extend(self, base: Snapshot) -> Snapshot:
         version = base.version
         pending: list[tuple[int, bytes]] = []
         while True:
-            data = self._read_commit_bytes(version + 1)
+            data = self._next_commit(version)
             if data is None:
                 break
             version += 1
@@ -276,11 +305,24 @@ class DeltaLog:
                     f"{commits[0]} and has no checkpoint before it (log cleaned up)."
                 )
         if checkpoint_names is not None:
-            state.load_checkpoint(self._checkpoint_reader(checkpoint_names))
+            try:
+                state.load_checkpoint(self._checkpoint_reader(checkpoint_names))
+            except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as e:
+                # an unreadable checkpoint: replay the commits instead when every one is still
+                # there, else say which file and version cannot be read
+                if not self._all_commits_up_to(checkpoint_version):
+                    from isolde.errors import ExecutionError
+
+                    raise ExecutionError(
+                        f"Cannot read version {checkpoint_version} of table {self.table_path}: its checkpoint "
+                        f"{', '.join(checkpoint_names)} is unreadable ({str(e).strip()[:200]}) and the commits "
+                        "before it are no longer in the log to replay instead.",
+                        error_class="DELTA_STATE_RECOVER_ERROR", sqlstate="XXKDS") from e
+                state, checkpoint_version = ReplayState(), -1
 
         current = checkpoint_version
         while version is None or current < version:
-            data = self._read_commit_bytes(current + 1)
+            data = self._read_commit_bytes(current + 1) if version is not None else self._next_commit(current)
             if data is None:
                 if version is None:
                     break
@@ -301,6 +343,10 @@ class DeltaLog:
         if current < 0:
             return Snapshot(self, -1, state, None)
         return self._finish(current, state)
+
+    def _all_commits_up_to(self, version: int) -> bool:
+        commits, _ = self._list_log()
+        return set(range(0, version + 1)) <= set(commits)
 
     # ------------------------------------------------------------------ time
     def _first_commit_info(self, data: bytes) -> dict | None:
