@@ -11,6 +11,7 @@
     s.run_script(path_or_text) -> list[results]  (stops at the first error, re-raised with
                                                   ``statement_line`` and a "line N: " prefix)
     s.explain(stmt) -> str
+    s.read_stream(table, **options); s.write_batches(table, checkpoint=...)  (streaming source / sink)
     s.tables(database=None) -> list[str];  s.columns(table) -> list[(name, type)]
     s.current_database; s.conf (SET/RESET store); s.start(); s.ready; s.wait_ready(timeout=None)
     s.cancel(); s.close(); s.last_metrics (files total / read of the last query)
@@ -97,6 +98,12 @@ class Session:
             for key, value in self.conf.items():
                 if key.startswith("spark.sql."):
                     self._spark.conf.set(key, value)
+            try:  # spark.readStream.format("isolde") without a helper call
+                from isolde.executor.streaming import register
+
+                register(self._spark)
+            except Exception:  # noqa: BLE001 - streaming is optional; read_stream registers again
+                pass
         except BaseException as e:  # reported by wait_ready
             self._start_error = e
         finally:
@@ -242,6 +249,18 @@ class Session:
         if len(statements) != 1:
             raise E.AnalysisError("prepare() takes exactly one statement.", error_class="NOT_A_SINGLE_STATEMENT")
         return self._run(statements[0], prepare=True)
+
+    def read_stream(self, table: str, **options):
+        """A streaming DataFrame over ``table``: Delta's streaming source (format "isolde")."""
+        from isolde.executor.streaming import read_stream
+
+        return read_stream(self, table, **options)
+
+    def write_batches(self, table: str, *, checkpoint=None, app_id=None):
+        """A foreachBatch function appending each micro-batch exactly once (txn actions)."""
+        from isolde.executor.streaming import write_batches
+
+        return write_batches(self, table, checkpoint=checkpoint, app_id=app_id)
 
     def sql(self, query: Union[str, ast.Statement]):
         """A query as a pyspark DataFrame bound to the current snapshot of every table it reads.

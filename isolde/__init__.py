@@ -48,4 +48,14 @@ def connect(warehouse: str = "./warehouse", spark=None, master: str | None = Non
     return _connect(warehouse=warehouse, spark=spark, master=master, conf=conf)
 
 
-__all__ = ["parse", "split_statements", "is_complete", "connect", "errors", "IsoldeError", "__version__"]
+def __getattr__(name: str):
+    """``isolde.streaming`` (read_stream, write_batches, ...), imported on first use."""
+    if name == "streaming":
+        import importlib
+
+        return importlib.import_module("isolde.executor.streaming")
+    raise AttributeError(f"module 'isolde' has no attribute {name!r}")
+
+
+__all__ = ["parse", "split_statements", "is_complete", "connect", "errors", "IsoldeError", "streaming",
+           "__version__"]
