@@ -53,6 +53,7 @@ import sqlglot.expressions as exp
 from pyspark.sql import DataFrame, functions as F
 
 from isolde.errors import AnalysisError
+from isolde.executor import cdf
 from isolde.executor import schema as S
 from isolde.executor.scan import FILE_COL, ROW_COL, scan
 from isolde.executor.target_reads import statement_reads_target
@@ -685,7 +686,10 @@ def bind_tables(ctx, tree, views: TempViews, *, target: Optional[Target] = None)
             table_alias.set("columns", [c.copy() for c in columns])
         return exp.Table(this=exp.to_identifier(view), alias=table_alias)
 
-    return tree.copy().transform(swap)
+    from isolde.executor import table_functions
+
+    tree = table_functions.bind(ctx, tree.copy(), lambda df: views.add(df, "changes"))
+    return tree.transform(swap)
 
 
 def strip_qualifier(struct, path, qualifiers) -> tuple:
@@ -984,6 +988,7 @@ def run_update_delete(ctx, stmt, is_update: bool):
     # stats (the footer when a file has none). The reads recorded above are unchanged.
     whole = ChangeSet()
     whole_deleted = 0
+    covered: list = []
     cover = whole_file_deletes(ctx, target, stmt, files) if not is_update else None
     if cover is not None:
         covered, files = cover
@@ -1099,6 +1104,12 @@ def run_update_delete(ctx, stmt, is_update: bool):
                                changes_by_partition=None if nondet or moves or subquery else changes_by_partition,
                                deleted_rows={} if is_update else changed, changed_only=dv_only)
         change.absorb(whole)
+        if cdf.enabled(target.metadata):  # the changed rows (and those of files removed whole)
+            rows = cdf.update_delete_rows(flagged.filter(c), struct, sel, is_update)
+            if covered:
+                rows = rows.unionByName(cdf.tagged(scan(ctx, target.snapshot, target.path, files=covered), struct,
+                                                   cdf.DELETE))
+            cdf.record(ctx, target, change, rows)
         metrics["rewriteTimeMs"] = int((time.time() - scanned) * 1000)
         return prepared(target, operation, parameters, change, metrics, started,
                         updated=n_changed if is_update else 0, deleted=n_deleted)

@@ -561,7 +561,8 @@ def add_columns(metadata: Metadata, protocol: Protocol, new_fields) -> tuple[Met
     if S.column_mapping_mode(metadata) != "none":
         configuration = dict(metadata.configuration)
         added, max_id = S.assign_column_mapping(
-            added, int(configuration.get("delta.columnMapping.maxColumnId", "0") or 0))
+            added, int(configuration.get("delta.columnMapping.maxColumnId", "0") or 0),
+            nested_ids=S.iceberg_compat_v2(configuration))
         configuration["delta.columnMapping.maxColumnId"] = str(max_id)
         changes["configuration"] = configuration
     changes["schema_string"] = S.struct_to_delta(T.StructType(list(struct.fields) + list(added.fields)))

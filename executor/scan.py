@@ -30,6 +30,8 @@ from pyspark.sql import DataFrame, functions as F
 from pyspark.sql import types as T
 
 from isolde.executor import schema as S
+from isolde.executor import variant
+from isolde.executor.log import type_widening
 from isolde.executor.txn import predicates as txn_predicates
 
 FILE_COL = "_isolde_file"
@@ -150,7 +152,12 @@ def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequen
     metadata = snapshot.metadata
     table_path = table_path or snapshot.table_path
     snapshot.assert_readable()  # the protocol of the version read, not of the latest
+    # widened columns: Spark's Parquet readers widen older files' values natively (type_widening)
+    type_widening.check_readable(metadata.schema)
     struct = S.metadata_schema(metadata)
+    if variant.uses_variant(struct):
+        # what is read here is often written back (DML, OPTIMIZE): variants must stay unshredded
+        variant.ensure_unshredded_writes(spark)
     parts = S.partition_columns(metadata)
     part_lower = {p.lower() for p in parts}
     data_struct = T.StructType([f for f in struct.fields if f.name.lower() not in part_lower])

@@ -89,6 +89,7 @@ _SIMPLE = {
     "timestamp": T.TimestampType, "timestamp_ltz": T.TimestampType,
     "timestamp_ntz": T.TimestampNTZType,
     "void": T.NullType,
+    "variant": T.VariantType,
 }
 
 _TOKEN = re.compile(r"\s*(?:(`(?:[^`]|``)*`)|([A-Za-z_][A-Za-z0-9_]*)|(\d+)|([<>(),:])|('(?:[^'\\]|\\.)*')|(\S))")
@@ -343,6 +344,10 @@ def features_for(struct: T.StructType, config: dict, clustering: bool = False) -
         feats.add("invariants")
     if _uses_type(struct, T.TimestampNTZType):
         feats.add("timestampNtz")
+    if _uses_type(struct, T.VariantType):
+        feats.add("variantType")
+    if _truthy(config.get("delta.enableTypeWidening", "false")):
+        feats.add("typeWidening")
     if clustering:
         feats.update({"clustering", "domainMetadata"})
     for key, value in config.items():

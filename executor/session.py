@@ -12,6 +12,7 @@
                                                   ``statement_line`` and a "line N: " prefix)
     s.explain(stmt) -> str
     s.read_stream(table, **options); s.write_batches(table, checkpoint=...)  (streaming source / sink)
+    s.table_changes(table, start, end=None)      (change data feed, as SELECT * FROM table_changes(...))
     s.tables(database=None) -> list[str];  s.columns(table) -> list[(name, type)]
     s.current_database; s.conf (SET/RESET store); s.start(); s.ready; s.wait_ready(timeout=None)
     s.cancel(); s.close(); s.last_metrics (files total / read of the last query)
@@ -249,6 +250,13 @@ class Session:
         if len(statements) != 1:
             raise E.AnalysisError("prepare() takes exactly one statement.", error_class="NOT_A_SINGLE_STATEMENT")
         return self._run(statements[0], prepare=True)
+
+    def table_changes(self, name: str, start, end=None):
+        """Delta's change data feed of ``name``: ``table_changes(name, start[, end])`` as a
+        QueryResult (versions as ints, or timestamps as text)."""
+        from isolde.executor.table_functions import table_changes_sql
+
+        return self.execute(table_changes_sql(name, start, end))
 
     def read_stream(self, table: str, **options):
         """A streaming DataFrame over ``table``: Delta's streaming source (format "isolde")."""

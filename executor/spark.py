@@ -132,6 +132,8 @@ def default_conf(master: Optional[str] = None) -> dict:
         "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
         "spark.sql.parquet.compression.codec": "snappy",
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+        # VARIANT written unshredded: Delta's format without the variantShredding feature
+        "spark.sql.variant.writeShredding.enabled": "false",
         "spark.sql.sources.parallelPartitionDiscovery.threshold": "100000",
         # Without a session's warehouse (a bare get_spark()), Spark's catalog folder goes to the
         # temp dir rather than spark-warehouse/ in the working directory.

@@ -39,6 +39,7 @@ from pyspark.sql import types as T
 from isolde.errors import AnalysisError, ColumnNotFoundError, UnsupportedFeatureError
 from isolde.executor import schema as S
 from isolde.executor.scan import partition_dir
+from isolde.executor.variant import ensure_unshredded_writes
 from isolde.grammar.dialect import DIALECT
 
 VIOLATION_MARK = "ISOLDE_VIOLATION"
@@ -576,6 +577,7 @@ def write_files(ctx, df: DataFrame, table_path: str, metadata, *, data_change: b
                 max_records_per_file: Optional[int] = None) -> WrittenFiles:
     """Write ``df`` (already conformed: the table's columns in order) as new data files."""
     table_path = os.path.abspath(table_path)
+    ensure_unshredded_writes(df.sparkSession)
     df, parts = _physical_frame(df, metadata, S.partition_columns(metadata))
     writer = df.write.mode("errorifexists").format("parquet").option("compression", "snappy")
     if max_records_per_file:
@@ -636,6 +638,7 @@ def write_partition_groups(ctx, groups: Sequence[tuple], table_path: str, metada
     from pyspark.util import inheritable_thread_target
 
     spark = getattr(ctx, "spark", ctx)
+    ensure_unshredded_writes(spark)
     table_path = os.path.abspath(table_path)
     parts = S.partition_columns(metadata)
     if S.column_mapping_mode(metadata) != "none":
@@ -818,6 +821,7 @@ def write_partition_slices(ctx, plan: SliceWrite, expected_rows: Sequence[int], 
     from isolde.executor.log.stats import file_stats_and_tags
 
     spark = getattr(ctx, "spark", ctx)
+    ensure_unshredded_writes(spark)
     table_path = os.path.abspath(table_path)
     slices = plan.slices
     with _staging(table_path) as (staging, result):

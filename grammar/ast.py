@@ -438,6 +438,18 @@ class SyncIdentity(Statement):
 
 
 @dataclass(frozen=True)
+class AlterColumnType(Statement):
+    """``ALTER TABLE t ALTER|CHANGE COLUMN path TYPE type`` (type widening), or Hive's
+    ``CHANGE COLUMN path name type``; ``column`` is the path (``s.x``, ``arr.element``,
+    ``m.value``), ``new_name`` the repeated name of the Hive form."""
+
+    table: TableRef
+    column: tuple[str, ...]
+    data_type: str
+    new_name: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class AddConstraint(Statement):
     table: TableRef
     name: str

@@ -7,6 +7,7 @@
     DROP CONSTRAINT [IF EXISTS] c      operation DROP CONSTRAINT
     CLUSTER BY (cols) | NONE           operation CLUSTER BY       (domain metadata ``delta.clustering``)
     ALTER COLUMN c SYNC IDENTITY       operation CHANGE COLUMN    (identity high-water mark)
+    ALTER|CHANGE COLUMN c TYPE t       operation CHANGE COLUMN    (type widening: delta.typeChanges)
     DROP FEATURE f [TRUNCATE HISTORY]  operation DROP FEATURE     (deletionVectors only)
 
 Every runner reads the latest snapshot through a new transaction, validates, builds the
@@ -44,6 +45,7 @@ from isolde.errors import (
 )
 from isolde.executor import properties as P
 from isolde.executor import schema as S
+from isolde.executor import variant
 from isolde.executor.jobs import executes
 from isolde.executor.log.actions import DomainMetadata
 from isolde.executor.results import CommitResult, PreparedWrite, QueryResult
@@ -135,7 +137,8 @@ def set_tblproperties(ctx, stmt: ast.SetTblProperties):
 # metadata work (row ids, Iceberg metadata, change data files) that a property change cannot do.
 _SETTABLE_FEATURES = frozenset({"deletionVectors", "appendOnly", "invariants", "checkConstraints", "generatedColumns",
                                 "identityColumns", "domainMetadata", "clustering", "timestampNtz",
-                                "v2Checkpoint", "vacuumProtocolCheck"})
+                                "v2Checkpoint", "vacuumProtocolCheck", "typeWidening", "variantType",
+                                "changeDataFeed"})
 
 # Properties whose switching-on needs more than a metadata commit (rewriting every column's
 # metadata, assigning row ids, writing Iceberg metadata) or a feature isolde cannot write.
@@ -144,14 +147,22 @@ _NOT_ON_EXISTING = {
     "delta.enablerowtracking": ("false", "row tracking can only be enabled when the table is created"),
     "delta.enableicebergcompatv2": ("false", "use REORG TABLE ... APPLY (UPGRADE UNIFORM(ICEBERG_COMPAT_VERSION=2))"),
     "delta.universalformat.enabledformats": ("", "use REORG TABLE ... APPLY (UPGRADE UNIFORM(ICEBERG_COMPAT_VERSION=2))"),
-    "delta.enablechangedatafeed": ("false", "isolde does not write change data files, so it cannot enable the change "
-                                            "data feed"),
 }
+
+#: the column mapping mode never changes after CREATE: files hold physical names (and field ids)
+#: that only the mode's metadata maps back, so even turning it off would leave them unreadable
+_MAPPING_MODE = "delta.columnmapping.mode"
 
 
 def _refuse_unsupported_changes(table: str, current: dict, new: dict) -> None:
     cur = {k.lower(): str(v).lower() for k, v in current.items()}
     for key, value in new.items():
+        if key.lower() == _MAPPING_MODE and str(value).lower() != cur.get(_MAPPING_MODE, "none"):
+            raise InvalidPropertyError(
+                f"Cannot set `{key}` = '{value}' on the existing table {table}: its column mapping mode is "
+                f"'{cur.get(_MAPPING_MODE, 'none')}' and can only be chosen when the table is created (files written "
+                "under one mode cannot be read under another).",
+                error_class="DELTA_UNSUPPORTED_COLUMN_MAPPING_MODE_CHANGE", sqlstate="0AKDC")
         rule = _NOT_ON_EXISTING.get(key.lower())
         if rule is None:
             continue
@@ -177,6 +188,11 @@ def unset_tblproperties(ctx, stmt: ast.UnsetTblProperties):
             raise AnalysisError(
                 f"Attempted to unset non-existent property '{key}' in table {handle.name}.",
                 error_class="DELTA_UNSET_NON_EXISTENT_PROPERTY", sqlstate="42616")
+        if existing.lower() == _MAPPING_MODE and str(configuration[existing]).lower() != "none":
+            raise InvalidPropertyError(
+                f"Cannot unset `{existing}` on table {handle.name}: its files hold physical column names that only "
+                "the column mapping maps back to the table's columns.",
+                error_class="DELTA_UNSUPPORTED_COLUMN_MAPPING_MODE_CHANGE", sqlstate="0AKDC")
         configuration.pop(existing)
         removed.append(existing)
     if not removed:
@@ -223,6 +239,9 @@ def add_columns(ctx, stmt: ast.AddColumns):
         f = S.column_to_field(col)
         new_fields.append(T.StructField(f.name, f.dataType, True, f.metadata))
     metadata, protocol = P.add_columns(snap.metadata, snap.protocol, new_fields)
+    if any(variant.uses_variant(f.dataType) for f in new_fields):
+        needs = variant.feature_to_add(P.protocol_features(protocol)[0])
+        protocol = P.protocol_with(protocol, reader=needs, writer=needs)
     params = {"columns": [{"column": f.jsonValue()} for f in new_fields]}
     return _prepared(handle, txn, "ADD COLUMNS", _protocol_actions(snap, protocol) + [metadata], params)
 
@@ -340,7 +359,7 @@ def cluster_by(ctx, stmt: ast.AlterClusterBy):
         f = _field(struct, name, handle.name)
         if f.name.lower() in {c.lower() for c in cols}:
             raise AnalysisError(f"Column `{name}` appears twice in CLUSTER BY.", error_class="DELTA_DUPLICATE_COLUMNS_FOUND")
-        if isinstance(f.dataType, (T.StructType, T.ArrayType, T.MapType, T.BinaryType, T.BooleanType)):
+        if isinstance(f.dataType, (T.StructType, T.ArrayType, T.MapType, T.BinaryType, T.BooleanType, T.VariantType)):
             raise AnalysisError(f"Cannot cluster by `{f.name}`: its type {f.dataType.simpleString()} has no min/max "
                                 "statistics.", error_class="DELTA_CLUSTERING_COLUMN_MISSING_STATS")
         cols.append(f.name)
@@ -405,6 +424,86 @@ def sync_identity(ctx, stmt: ast.SyncIdentity):
                      {"oldHighWaterMark": hwm, "newHighWaterMark": new_hwm})
 
 
+# --------------------------------------------------------------------------- ALTER COLUMN ... TYPE
+
+
+def _dependents(snap, column: tuple[str, ...]) -> tuple[dict, dict]:
+    """(CHECK constraints, generated columns) whose expression reads ``column`` or a field of it:
+    Delta refuses to change such a column's type (the expression could change meaning)."""
+    import sqlglot
+
+    top = column[0].lower()
+
+    def reads(sql: str) -> bool:
+        try:
+            tree = sqlglot.parse_one(sql, read="databricks")
+        except sqlglot.errors.SqlglotError:
+            return True  # unreadable: assume it does
+        return any(p and p[0].name.lower() == top for p in (c.parts for c in tree.find_all(exp.Column)))
+
+    conf = snap.metadata.configuration
+    constraints = {k[len(P.CONSTRAINT_PREFIX):]: v for k, v in conf.items()
+                   if k.lower().startswith(P.CONSTRAINT_PREFIX) and reads(v)}
+    generated = {f["name"]: f["metadata"][S.GENERATION_EXPRESSION] for f in snap.metadata.schema.get("fields", [])
+                 if S.GENERATION_EXPRESSION in (f.get("metadata") or {})
+                 and reads(f["metadata"][S.GENERATION_EXPRESSION])}
+    return constraints, generated
+
+
+def _uniform_iceberg(snap) -> bool:
+    conf = {k.lower(): str(v).lower() for k, v in snap.metadata.configuration.items()}
+    _, writer = P.protocol_features(snap.protocol)
+    return "iceberg" in conf.get("delta.universalformat.enabledformats", "") or \
+        bool({"icebergCompatV1", "icebergCompatV2"} & writer)
+
+
+@executes(ast.AlterColumnType)
+def alter_column_type(ctx, stmt: ast.AlterColumnType):
+    """Widen a column's (or nested field's, array element's, map key's / value's) type, as Delta's
+    ALTER TABLE CHANGE COLUMN does with type widening: no data is rewritten, older files keep the
+    narrower type and readers widen them; the change is recorded in ``delta.typeChanges``."""
+    from isolde.executor.log import type_widening as TW
+
+    handle, txn, snap = _begin(ctx, stmt.table)
+    schema = snap.metadata.schema
+    change = TW.resolve(schema, stmt.column)
+    if change is None:
+        raise ColumnNotFoundError(".".join(stmt.column), handle.name, [f["name"] for f in schema.get("fields", [])])
+    if stmt.new_name is not None and stmt.new_name.lower() != change.names[-1].lower():
+        raise AnalysisError(
+            f"Cannot rename column {change.display} of {handle.name} to {stmt.new_name}: isolde changes only the type "
+            "with CHANGE COLUMN (repeat the column's name).", error_class="DELTA_UNSUPPORTED_RENAME_COLUMN",
+            sqlstate="0AKDC")
+    to_type = S.parse_data_type(stmt.data_type).jsonValue()
+    TW.check_change(change, to_type, enabled=TW.enabled(snap.metadata.configuration), iceberg=_uniform_iceberg(snap),
+                    table=handle.name)
+    if change.current == to_type:
+        return _noop(f"{handle.name}.{change.display} is already {TW.sql_name(to_type)}; nothing to change.")
+    constraints, generated = _dependents(snap, change.names)
+    if constraints:
+        raise AnalysisError(
+            f"Cannot change the type of column {change.display}: the CHECK constraint(s) "
+            f"{', '.join(f'{k} ({v})' for k, v in constraints.items())} of {handle.name} use it. Drop them first.",
+            error_class="DELTA_CONSTRAINT_DEPENDENT_COLUMN_CHANGE", sqlstate="42K09")
+    if generated:
+        raise AnalysisError(
+            f"Cannot change the type of column {change.display}: the generated column(s) "
+            f"{', '.join(f'{k} ({v})' for k, v in generated.items())} of {handle.name} use it.",
+            error_class="DELTA_GENERATED_COLUMNS_DEPENDENT_COLUMN_CHANGE", sqlstate="42K09")
+    _, writer = P.protocol_features(snap.protocol)
+    preview = "typeWidening-preview" in writer  # preview clients read tableVersion (Delta keeps writing it)
+    new_schema = TW.widened_schema(schema, change, to_type, record=True,
+                                   table_version=txn.read_version + 1 if preview else None)
+    metadata = P.copy_metadata(snap.metadata, schema_string=json.dumps(new_schema, separators=(",", ":")))
+    feature = "typeWidening-preview" if preview and "typeWidening" not in writer else "typeWidening"
+    needs = {feature} | ({"timestampNtz"} if to_type == "timestamp_ntz" else set())
+    protocol = P.protocol_with(P.protocol_for_metadata(snap.protocol, metadata), reader=needs, writer=needs)
+    holder = change.holder
+    params = {"column": json.dumps({"name": change.display, "type": to_type, "nullable": holder.get("nullable", True),
+                                    "metadata": {}}, separators=(",", ":"))}
+    return _prepared(handle, txn, "CHANGE COLUMN", _protocol_actions(snap, protocol) + [metadata], params)
+
+
 # --------------------------------------------------------------------------- DROP FEATURE
 
 
@@ -457,3 +556,4 @@ add_columns.needs_spark = False
 drop_constraint.needs_spark = False
 cluster_by.needs_spark = False
 drop_feature.needs_spark = False
+alter_column_type.needs_spark = False

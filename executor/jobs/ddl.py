@@ -25,6 +25,7 @@ from pyspark.sql import types as T
 
 from isolde.errors import AnalysisError, InvalidPropertyError, TableAlreadyExistsError, TableNotFoundError
 from isolde.executor import schema as S
+from isolde.executor import variant
 from isolde.executor.catalog import check_identifier, foreign_entries, has_commits
 from isolde.executor.jobs import executes
 from isolde.executor.results import CommitResult, PreparedWrite, QueryResult
@@ -193,6 +194,7 @@ def run_create_table(ctx, stmt: ast.CreateTable):
     if partition_cols and cluster_cols:
         raise AnalysisError("A table cannot be both PARTITIONED BY and CLUSTER BY.",
                             error_class="SPECIFY_CLUSTER_BY_WITH_PARTITIONED_BY_IS_NOT_ALLOWED", sqlstate="56038")
+    variant.check_placement(struct, partition_cols, cluster_cols)  # VARIANT is not comparable
     for c in partition_cols:
         f = S.field_named(struct, c)
         if isinstance(f.dataType, (T.StructType, T.ArrayType, T.MapType)):

@@ -22,7 +22,7 @@ from typing import Optional
 from pyspark.sql import functions as F
 
 from isolde.errors import AnalysisError, TableNotFoundError
-from isolde.executor import dml
+from isolde.executor import cdf, dml
 from isolde.executor import schema as S
 from isolde.executor.jobs import executes
 from isolde.executor.jobs.query import bind_query
@@ -192,6 +192,12 @@ def run_insert(ctx, stmt: ast.Insert) -> PreparedWrite:
                     actions.extend(rewritten.adds)
                     copied = rewritten.num_rows
                     staged.extend(rewritten.staged_paths)
+                    if cdf.enabled(metadata):  # copied rows: the adds alone would say they changed
+                        sink = dml.ChangeSet()
+                        cdf.record(ctx, handle, sink, cdf.replaced_rows(ctx, handle.path, snap, candidates,
+                                                                        replace_sql, written.adds), metadata)
+                        actions.extend(sink.actions)
+                        staged.extend(sink.staged_paths)
         else:
             if not self_reads and elsewhere is None:
                 txn.set_blind_append()

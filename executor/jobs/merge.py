@@ -41,7 +41,7 @@ from pyspark.sql import types as T
 from pyspark.sql.window import Window
 
 from isolde.errors import AnalysisError, ColumnNotFoundError, MergeCardinalityError, TableNotFoundError
-from isolde.executor import dml
+from isolde.executor import cdf, dml
 from isolde.executor import properties as P
 from isolde.executor import schema as S
 from isolde.executor.dml import ACTION_COL, DELETE, INSERT, KEEP, UPDATE, q
@@ -643,6 +643,21 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                                metadata=new_metadata, changes_for=changes_for, views=views,
                                changes_by_partition=changes_by_partition, deleted_rows=deleted,
                                changed_only=single_pass)
+    if touched and cdf.enabled(new_metadata or target.metadata):
+        # every changed row: once a commit has a cdc file, readers take nothing from its adds
+        tv = target_view(list(touched.values()), "cdc", max_all > 1)
+        rows = spark.sql(f"SELECT {hint} {ta}.*, CASE WHEN {sa}.{SRC_FLAG} IS NULL THEN {bs_case} "
+                         f"ELSE {matched_case} END AS {CLAUSE}{''.join(', ' + v for v in value_cols)} "
+                         f"FROM {tv} AS {ta} LEFT JOIN {src_view} AS {sa} ON ({on})")
+        if max_all > 1:  # a target row matched several source rows (at most one of them acts)
+            w = Window.partitionBy(FILE_COL, ROW_COL).orderBy(F.col(CLAUSE).desc())
+            rows = rows.withColumn("__isolde_rn", F.row_number().over(w)).filter("__isolde_rn = 1")
+        if inserted is not None:  # identity values exist only in the files written
+            read_back = cdf.written_inserts(ctx, target, change.metadata_update or new_metadata or target.metadata,
+                                            change, touched)
+            inserted = read_back if read_back is not None else inserted
+        cdc_rows = cdf.merge_rows(rows, struct, cl, update_idx, delete_idx, old_value, target_value, inserted)
+        cdf.record(ctx, target, change, cdc_rows, new_metadata)
     if change.metadata_update is not None:
         new_metadata = change.metadata_update
     if new_metadata is not None:

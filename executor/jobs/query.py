@@ -23,6 +23,7 @@ from isolde.errors import AnalysisError
 from isolde.executor.jobs import executes
 from isolde.executor.results import QueryResult
 from isolde.executor.scan import prune_files, scan
+from isolde.executor import table_functions
 from isolde.executor.target_reads import statement_reads_target
 from isolde.grammar import ast
 from isolde.grammar.dialect import DIALECT, sql as render_sql
@@ -89,6 +90,13 @@ def bind_query(ctx, query, pinned: Optional[dict] = None, prune: bool = True) ->
     qualified: list = []  # (db/catalog-qualified parts, table name) of unaliased references
     reads: list[TableRead] = []
     try:
+        def add_view(df) -> str:  # a table function's rows (table_changes), dropped with the others
+            name = f"__isolde_{tag}_f{len(views)}"
+            df.createOrReplaceTempView(name)
+            views.append(name)
+            return name
+
+        table_functions.bind(ctx, tree, add_view)
         for i, use in enumerate(uses):
             try:
                 handle = ctx.resolve(use.ref)

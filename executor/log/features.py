@@ -28,6 +28,8 @@ SUPPORTED_FEATURES: frozenset[str] = frozenset(
         "timestampNtz",
         "rowTracking",
         "clustering",
+        # Databricks' preview name of clustering (delta.liquid domain), as delta-rs's test table has it
+        "liquid",
         "icebergCompatV2",
         "allowColumnDefaults",
         # checkpoints: UUID-named V2 checkpoints with sidecars are read and (delta.checkpointPolicy
@@ -39,6 +41,16 @@ SUPPORTED_FEATURES: frozenset[str] = frozenset(
         # commit times from commitInfo.inCommitTimestamp (DeltaLog.commit_timestamp); every commit
         # of such a table is stamped (DeltaLog.stamp_in_commit_timestamp, from the transaction)
         "inCommitTimestamp",
+        # widened column types (delta.typeChanges in the schema); the preview name is the same
+        # feature as Delta 3.x wrote it
+        "typeWidening",
+        "typeWidening-preview",
+        # VARIANT columns (Spark 4's type), the preview name as Delta 3.x wrote it
+        "variantType",
+        "variantType-preview",
+        # with delta.enableChangeDataFeed, UPDATE / DELETE / MERGE write cdc files
+        # (executor/cdf.py); table_changes() reads them (executor/jobs/table_changes.py)
+        "changeDataFeed",
     }
 )
 
@@ -48,7 +60,7 @@ READ_ONLY_FEATURES: frozenset[str] = frozenset()
 #: Reader-writer features: listed in readerFeatures as well as writerFeatures.
 READER_WRITER_FEATURES: frozenset[str] = frozenset(
     {"deletionVectors", "columnMapping", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck", "typeWidening",
-     "variantType"}
+     "typeWidening-preview", "variantType", "variantType-preview"}
 )
 
 CHECKPOINT_POLICIES = ("classic", "v2")
@@ -165,12 +177,6 @@ def assert_writable(protocol: Protocol, metadata: Metadata | None = None, table:
             f"which isolde does not support{note}.",
             error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE",
         )
-    if metadata is not None and metadata.configuration.get("delta.columnMapping.mode", "none").lower() == "id":
-        raise UnsupportedFeatureError(
-            f"Cannot write to {subject}: {it} uses column mapping in 'id' mode, which isolde reads but does "
-            "not write (isolde writes column mapping in 'name' mode).",
-            error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE",
-        )
 
 
 def required_protocol(metadata: Metadata, base: Protocol | None = None) -> Protocol:
@@ -191,6 +197,11 @@ def required_protocol(metadata: Metadata, base: Protocol | None = None) -> Proto
         writer.add("icebergCompatV2")
     if conf.get("delta.checkpointpolicy", "classic").strip() == "v2":
         reader.add("v2Checkpoint")
+    if conf.get("delta.enabletypewidening") == "true" and "typeWidening-preview" not in (
+            set(base.reader_features or ()) if base is not None else set()):
+        reader.add("typeWidening")  # a table on the preview feature keeps it (Delta adds no second one)
+    if conf.get("delta.enablechangedatafeed") == "true":
+        writer.add("changeDataFeed")
     if conf.get(ICT_ENABLED.lower()) == "true" and "inCommitTimestamp" in SUPPORTED_FEATURES:
         writer.add("inCommitTimestamp")
     for key, value in conf.items():

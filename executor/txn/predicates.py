@@ -19,6 +19,7 @@ import sqlglot
 from sqlglot import exp
 
 from isolde.executor.log.actions import AddFile
+from isolde.executor.log import type_widening
 from isolde.executor.log.stats import NAN_FREE_TAG
 from isolde.executor.txn import comparison as C
 from isolde.grammar.dialect import DIALECT, sql as render_sql
@@ -42,6 +43,7 @@ class ColumnSummary:
     row_value: Any = None  # one row's value (``of_value``): exact bounds
     is_row: bool = False
     nan_free: bool = False  # a float column known to hold no NaN: its max is a true bound
+    stat_type: C.SqlType | None = None  # read the statistics as this type (a widened column)
     _bounds: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -65,7 +67,7 @@ class ColumnSummary:
             elif self.is_partition:
                 got = C.partition_bounds(col, dom, self.partition_value) if self.partition_value is not None else C.UNBOUNDED
             else:
-                got = C.stat_bounds(col, dom, self.min, self.max, nan_free=self.nan_free)
+                got = C.stat_bounds(self.stat_type or col, dom, self.min, self.max, nan_free=self.nan_free)
             self._bounds[dom] = got
         return got
 
@@ -387,11 +389,13 @@ def partition_summaries(
     return out
 
 
-def file_summaries(add: AddFile, columns: Mapping[str, tuple[str, Any]]) -> dict[str, ColumnSummary]:
+def file_summaries(add: AddFile, columns: Mapping[str, tuple[str, Any]],
+                   stat_types: Mapping[str, C.SqlType] | None = None) -> dict[str, ColumnSummary]:
     """Summaries of a file's columns from its stats (numbers kept exact) and partition values.
 
     A deletion vector only removes rows, so min/max stay bounds, "all null" stays
-    true and "no null" stays true: the stats are used as they are.
+    true and "no null" stays true: the stats are used as they are. ``stat_types``: columns
+    whose statistics are read as another type (``stat_types_of``: widened columns).
     """
     out: dict[str, ColumnSummary] = {}
     stats = add.exact_stats or {}
@@ -411,6 +415,7 @@ def file_summaries(add: AddFile, columns: Mapping[str, tuple[str, Any]]) -> dict
             null_count if isinstance(null_count, int) and not isinstance(null_count, bool) else None,
             num_records if isinstance(num_records, int) and not isinstance(num_records, bool) else None,
             nan_free=original in nan_free,
+            stat_type=(stat_types or {}).get(key),
         )
     out.update(partition_summaries(add.partition_values, columns))
     return out
@@ -429,15 +434,21 @@ def _nan_free(add: AddFile) -> frozenset:
     return frozenset(n for n in names if isinstance(n, str)) if isinstance(names, list) else frozenset()
 
 
-def _cached_file_summaries(add: AddFile, columns, key) -> dict[str, ColumnSummary]:
+def _cached_file_summaries(add: AddFile, columns, key, stat_types=None) -> dict[str, ColumnSummary]:
     """``file_summaries`` kept on the AddFile for its schema: a file is checked against many
     predicates (data skipping, then each winner's conflict check), and the bounds its summaries
     derive per comparison domain are cached with them."""
     cached = add.__dict__.get("_summaries")
     if cached is None or cached[0] != key or cached[1] is not add.stats:
-        cached = (key, add.stats, file_summaries(add, columns))
+        cached = (key, add.stats, file_summaries(add, columns, stat_types))
         add.__dict__["_summaries"] = cached
     return cached[2]
+
+
+def stat_types_of(schema: Mapping[str, Any] | None) -> dict[str, C.SqlType]:
+    """lower-cased column -> the type its statistics are read as, where a type change made
+    older files' statistics untrue in the column's type (type_widening.stats_types)."""
+    return {k: C.column_type(t) for k, t in type_widening.stats_types(dict(schema or {})).items()}
 
 
 def column_types(schema: Mapping[str, Any] | None) -> dict[str, C.SqlType]:
@@ -464,7 +475,9 @@ class Predicate:
         self.partition_columns = tuple(partition_columns)
         self.columns = schema_columns(schema)
         self.types = column_types(schema)
-        self._columns_key = tuple(sorted((k, repr(t)) for k, (_, t) in self.columns.items()))
+        self.stat_types = stat_types_of(schema)
+        self._columns_key = (tuple(sorted((k, repr(t)) for k, (_, t) in self.columns.items())),
+                             tuple(sorted((k, repr(t)) for k, t in self.stat_types.items())))
         self.analysable = True
         try:
             expression = parse_predicate(sql)
@@ -498,7 +511,8 @@ class Predicate:
             return False
         if self.data_expression is None:
             return True
-        env = _Env(self.types, self.columns, _cached_file_summaries(add, self.columns, self._columns_key))
+        env = _Env(self.types, self.columns,
+                   _cached_file_summaries(add, self.columns, self._columns_key, self.stat_types))
         return _eval(self.data_expression, env)[0]
 
     def filter(self, files: Iterable[AddFile]) -> list[AddFile]:

@@ -122,27 +122,16 @@ def test_checkpoint_names_v2_multi_part_and_classic():
 
 
 def test_only_the_version_read_needs_to_be_readable():
+    """type-widening took on typeWidening-preview at version 1: isolde reads and writes it now,
+    every version (the refusal of a later version's feature is in test_snapshot)."""
     path = os.path.join(ENGINES, "type-widening")
     log = DeltaLog(path)
-    latest = log.update()  # loading never refuses: the version number, protocol, history stay available
-    assert latest.version == 2 and not latest.readable
+    latest = log.update()
+    assert latest.version == 2 and latest.readable
     assert "typeWidening-preview" in latest.protocol.reader_features
     assert [h["version"] for h in latest.history()] == [2, 1, 0]
-    with pytest.raises(UnsupportedFeatureError) as info:
-        latest.all_files
-    assert str(info.value) == (f"Cannot read version 2 of table {path}: it needs the reader feature "
-                               "typeWidening-preview, which isolde does not support.")
-    assert info.value.error_class == "DELTA_UNSUPPORTED_FEATURES_FOR_READ"
-    with pytest.raises(UnsupportedFeatureError, match="version 1 of table"):
-        log.snapshot(1).all_files
-    old = log.snapshot(0)
-    assert old.readable and len(old.all_files) == 1
-    # writes check the latest
-    with pytest.raises(UnsupportedFeatureError) as info:
-        log.start_transaction()
-    assert str(info.value) == (f"Cannot write to table {path}: its version 2 needs the writer feature "
-                               "typeWidening-preview, which isolde does not support.")
-    assert info.value.error_class == "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"
+    assert [len(log.snapshot(v).all_files) for v in (0, 1, 2)] == [1, 1, 2]
+    assert log.start_transaction().read_version == 2
 
 
 def test_v2_checkpoint_and_vacuum_protocol_check_tables_are_read_and_written():
@@ -154,40 +143,73 @@ def test_v2_checkpoint_and_vacuum_protocol_check_tables_are_read_and_written():
         assert txn.read_version == snap.version
 
 
-def test_column_mapping_id_mode_is_read_and_not_written():
-    path = os.path.join(ENGINES, "table-with-columnmapping-mode-id")
-    log = DeltaLog(path)
-    assert log.update().readable
-    with pytest.raises(UnsupportedFeatureError) as info:
-        log.start_transaction()
-    assert str(info.value) == (f"Cannot write to table {path}: its version 0 uses column mapping in 'id' mode, "
-                               "which isolde reads but does not write (isolde writes column mapping in 'name' mode).")
+def test_column_mapping_id_mode_is_read_and_written():
+    """Id mode is written as Delta writes it (field ids in every Parquet file): a writer starts
+    on every id-mode table other engines made, icebergCompatV2 and legacy 2/5 protocols included."""
+    for name in ("table-with-columnmapping-mode-id", "table-with-icebegCompatV2Enabled",
+                 "data-skipping-basic-stats-all-types-columnmapping-id", "data-reader-timestamp_ntz-id-mode"):
+        log = DeltaLog(os.path.join(ENGINES, name))
+        snap = log.update()
+        assert snap.readable and snap.configuration["delta.columnMapping.mode"] == "id"
+        assert log.start_transaction().read_version == snap.version
+        assert_writable(snap.protocol, snap.metadata, name, snap.version)
 
 
-def test_change_data_feed_listed_but_not_enabled_does_not_stop_a_writer():
+def test_change_data_feed_tables_are_writable_listed_or_enabled():
     """Databricks lists every legacy feature when it moves a table to writer version 7;
-    changeDataFeed asks nothing of a writer until delta.enableChangeDataFeed is true."""
+    changeDataFeed asks nothing of a writer until delta.enableChangeDataFeed is true, and once it
+    is isolde writes the change data (executor/cdf.py)."""
     listed = DeltaLog(os.path.join(ENGINES, "table_with_partitioning_mapping")).update()
     assert "changeDataFeed" in listed.protocol.writer_features
     assert "delta.enableChangeDataFeed" not in listed.configuration
     assert_writable(listed.protocol, listed.metadata, "t", listed.version)
     enabled = DeltaLog(os.path.join(ENGINES, "cdf-table-with-cdc-and-dvs")).update()
     assert enabled.configuration["delta.enableChangeDataFeed"] == "true"
-    with pytest.raises(UnsupportedFeatureError, match="needs the writer feature changeDataFeed"):
-        assert_writable(enabled.protocol, enabled.metadata, "t", enabled.version)
-    # enabling it through isolde is refused at commit
+    assert_writable(enabled.protocol, enabled.metadata, "t", enabled.version)
     on = Metadata(listed.metadata.schema_string, listed.metadata.partition_columns,
                   {**listed.configuration, "delta.enableChangeDataFeed": "true"})
-    with pytest.raises(UnsupportedFeatureError, match="changeDataFeed"):
-        assert_writable(listed.protocol, on, "t")
+    assert_writable(listed.protocol, on, "t")
+
+
+def _without_ids(node):
+    if isinstance(node, dict):
+        return {k: _without_ids(v) for k, v in node.items()
+                if k not in ("delta.columnMapping.id", "delta.columnMapping.nested.ids")}
+    return [_without_ids(v) for v in node] if isinstance(node, list) else node
+
+
+def _without_empty_nested_ids(node):
+    if isinstance(node, dict):
+        return {k: _without_empty_nested_ids(v) for k, v in node.items()
+                if not (k == "delta.columnMapping.nested.ids" and not v)}
+    return [_without_empty_nested_ids(v) for v in node] if isinstance(node, list) else node
+
+
+@pytest.mark.parametrize("name,nested", [("table-with-icebegCompatV2Enabled", True),
+                                         ("table-with-columnmapping-mode-id", False)])
+def test_column_ids_are_numbered_as_delta_numbers_them(name, nested):
+    """Ids assigned to the schema of a table Delta created (physical names kept, ids removed)
+    are Delta's own: columns in pre-order, then (icebergCompatV2) array elements and map keys /
+    values after them, under ``delta.columnMapping.nested.ids`` of the enclosing field."""
+    from pyspark.sql import types as T
+
+    from isolde.executor import schema as S
+
+    snap = DeltaLog(os.path.join(ENGINES, name)).update()
+    golden = json.loads(snap.metadata.schema_string)
+    assert S.iceberg_compat_v2(snap.configuration) is nested
+    struct, max_id = S.assign_column_mapping(T.StructType.fromJson(_without_ids(golden)), nested_ids=nested)
+    assert struct.jsonValue() == _without_empty_nested_ids(golden)
+    assert max_id == int(snap.configuration["delta.columnMapping.maxColumnId"])
 
 
 def test_refusal_wording():
-    protocol = Protocol(3, 7, ["deletionVectors", "variantType", "typeWidening"], ["variantType"])
+    protocol = Protocol(3, 7, ["deletionVectors", "variantType", "typeWidening", "madeUpFeature", "collations"],
+                        ["variantType"])
     with pytest.raises(UnsupportedFeatureError) as info:
         assert_readable(protocol, None, "/data/t", 4)
     assert str(info.value) == ("Cannot read version 4 of table /data/t: it needs the reader features "
-                               "typeWidening, variantType, which isolde does not support.")
+                               "collations, madeUpFeature, which isolde does not support.")
     with pytest.raises(UnsupportedFeatureError) as info:
         assert_readable(Protocol(4, 7, [], []))
     assert str(info.value) == "Cannot read the table: it needs Delta reader version 4; isolde reads up to 3."

@@ -206,32 +206,31 @@ def test_commit_info_from_other_engines_and_unknown_actions_survive_replay(table
 
 def test_unsupported_features_are_refused(table_path):
     create_table(table_path, protocol=Protocol(3, 7, ["deletionVectors"], ["deletionVectors"]))
-    upgrade = Protocol(3, 7, ["deletionVectors", "typeWidening"], ["deletionVectors", "typeWidening"])
+    upgrade = Protocol(3, 7, ["deletionVectors", "collations"], ["deletionVectors", "collations"])
     with open(os.path.join(table_path, "_delta_log", f"{1:020d}.json"), "wb") as fh:
         fh.write(serialize_commit([CommitInfo(timestamp=int(time.time() * 1000), operation="UPGRADE"), upgrade]))
     # the snapshot loads (its version, protocol and history stay available); its data is refused
     snap = DeltaLog.for_table(table_path).snapshot()
     assert snap.version == 1 and not snap.readable
-    with pytest.raises(UnsupportedFeatureError, match="version 1 of table .*typeWidening") as info:
+    with pytest.raises(UnsupportedFeatureError, match="version 1 of table .*collations") as info:
         snap.all_files
     assert info.value.error_class == "DELTA_UNSUPPORTED_FEATURES_FOR_READ"
-    with pytest.raises(UnsupportedFeatureError, match="typeWidening"):
+    with pytest.raises(UnsupportedFeatureError, match="collations"):
         DeltaLog.for_table(table_path).start_transaction()
     # the version before the upgrade still reads (time travel)
     assert DeltaLog.for_table(table_path).snapshot(0).all_files == []
     # a writer-only feature: readable, not writable
     other = table_path + "2"
-    write_commit(other, 0, [Protocol(1, 7, None, ["appendOnly", "variantType-preview"]), Metadata(DEFAULT_SCHEMA)])
+    write_commit(other, 0, [Protocol(1, 7, None, ["appendOnly", "madeUpWriterFeature"]), Metadata(DEFAULT_SCHEMA)])
     log = DeltaLog.for_table(other)
     assert log.snapshot().version == 0
-    with pytest.raises(UnsupportedFeatureError, match="variantType-preview") as info:
+    with pytest.raises(UnsupportedFeatureError, match="madeUpWriterFeature") as info:
         log.start_transaction()
     assert info.value.error_class == "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"
-    # legacy versions: change data feed is only needed once enabled
+    # legacy versions: writer version 4 with the change data feed on is written (executor/cdf.py)
     third = table_path + "3"
     write_commit(third, 0, [Protocol(1, 4), Metadata(DEFAULT_SCHEMA, (), {"delta.enableChangeDataFeed": "true"})])
-    with pytest.raises(UnsupportedFeatureError, match="changeDataFeed"):
-        DeltaLog.for_table(third).start_transaction()
+    assert DeltaLog.for_table(third).start_transaction().read_version == 0
     with pytest.raises(UnsupportedFeatureError, match="reader version 4"):
         DeltaLog.for_table(table_path + "4").start_transaction().commit([Protocol(4, 7, [], []), Metadata(DEFAULT_SCHEMA)])
 
@@ -244,7 +243,8 @@ def write_commit(path, version, actions):
 
 def test_supported_features_constant():
     assert {"deletionVectors", "v2Checkpoint", "vacuumProtocolCheck"} <= SUPPORTED_FEATURES
-    assert "variantType" not in SUPPORTED_FEATURES
+    assert {"typeWidening", "typeWidening-preview", "variantType", "variantType-preview"} <= SUPPORTED_FEATURES
+    assert "collations" not in SUPPORTED_FEATURES
     assert isinstance(SUPPORTED_FEATURES, frozenset)
 
 
@@ -287,6 +287,8 @@ def test_validate_table_properties():
     )
     assert out["delta.isolationLevel"] == "Serializable" and out["delta.enableDeletionVectors"] == "true"
     assert out["owner"] == "me"
+    assert validate_table_properties({"delta.feature.variantType": "supported", "delta.enableTypeWidening": "true"}) == {
+        "delta.feature.variantType": "supported", "delta.enableTypeWidening": "true"}
     for bad in (
         {"delta.isolationLevel": "SnapshotIsolation"},
         {"delta.isolationLevel": "ReadCommitted"},
@@ -295,7 +297,7 @@ def test_validate_table_properties():
         {"delta.checkpointInterval": "ten"},
         {"delta.deletedFileRetentionDuration": "7 days"},
         {"delta.noSuchProperty": "1"},
-        {"delta.feature.variantType": "supported"},
+        {"delta.feature.collations": "supported"},
     ):
         with pytest.raises(InvalidPropertyError):
             validate_table_properties(bad)

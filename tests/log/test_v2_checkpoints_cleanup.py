@@ -424,14 +424,14 @@ def test_vacuum_checks_the_read_and_write_protocol(tmp_path):
     assert candidates == []
     # a writer feature isolde lacks: VACUUM refuses, even a DRY RUN (it plans the same way)
     p = snap.protocol
-    bad = Protocol(3, 7, list(p.reader_features), [*p.writer_features, "changeDataFeed"])
+    bad = Protocol(3, 7, list(p.reader_features), [*p.writer_features, "madeUpWriterFeature"])
     meta = snap.metadata
-    conf = {**meta.configuration, "delta.enableChangeDataFeed": "true"}
+    conf = dict(meta.configuration)
     line = serialize_commit([CommitInfo(timestamp=now_ms(), operation="SET TBLPROPERTIES"), bad,
                              Metadata(meta.schema_string, meta.partition_columns, conf, id=meta.id)])
     with open(os.path.join(path, "_delta_log", commit_name(snap.version + 1)), "wb") as fh:
         fh.write(line)
-    with pytest.raises(UnsupportedFeatureError, match="changeDataFeed"):
+    with pytest.raises(UnsupportedFeatureError, match="madeUpWriterFeature"):
         plan_vacuum(_Ctx(), _Handle(path))
 
 

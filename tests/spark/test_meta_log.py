@@ -22,6 +22,7 @@ import pytest
 from isolde import errors as E
 
 from test_meta_helpers import (
+    SCHEMA,
     LogCtx,
     age_files,
     append,
@@ -720,18 +721,44 @@ def test_convert_not_parquet_and_partition_column_in_data(ctx, tmp_path):
         run_stmt(ctx, "CONVERT TO DELTA some_table")
 
 
-@pytest.mark.parametrize("prop", [
-    "'delta.columnMapping.mode' = 'name'",
-    "'delta.enableRowTracking' = 'true'",
-    "'delta.enableChangeDataFeed' = 'true'",
-    "'delta.enableIcebergCompatV2' = 'true'",
+@pytest.mark.parametrize("prop, error_class", [
+    ("'delta.columnMapping.mode' = 'name'", "DELTA_UNSUPPORTED_COLUMN_MAPPING_MODE_CHANGE"),
+    ("'delta.enableRowTracking' = 'true'", "DELTA_UNSUPPORTED_TABLE_PROPERTY_CHANGE"),
+    ("'delta.enableIcebergCompatV2' = 'true'", "DELTA_UNSUPPORTED_TABLE_PROPERTY_CHANGE"),
 ])
-def test_set_tblproperties_refuses_what_needs_a_rewrite(ctx, t, prop):
+def test_set_tblproperties_refuses_what_needs_a_rewrite(ctx, t, prop, error_class):
     with pytest.raises(E.InvalidPropertyError, match="existing table") as info:
         run_stmt(ctx, f"ALTER TABLE t SET TBLPROPERTIES ({prop})")
-    assert info.value.error_class == "DELTA_UNSUPPORTED_TABLE_PROPERTY_CHANGE"
+    assert info.value.error_class == error_class
     assert version_of(t) == 1
-    run_stmt(ctx, "ALTER TABLE t SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'false')")  # off stays allowed
+    run_stmt(ctx, "ALTER TABLE t SET TBLPROPERTIES ('delta.enableRowTracking' = 'false')")  # off stays allowed
+
+
+def test_change_data_feed_turned_on_for_an_existing_table(ctx, t):
+    run_stmt(ctx, "ALTER TABLE t SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')")
+    snap = snapshot(t)
+    assert snap.metadata.configuration["delta.enableChangeDataFeed"] == "true"
+    p = snap.protocol
+    assert "changeDataFeed" in (p.writer_features or ()) or p.min_writer_version >= 4
+
+
+def test_the_column_mapping_mode_never_changes_after_create(ctx):
+    """name -> none (or UNSET) would leave every file's physical column names unmapped."""
+    path = table_path(ctx, "cm")
+    ids = {name: {"delta.columnMapping.id": i + 1, "delta.columnMapping.physicalName": name}
+           for i, name in enumerate(SCHEMA.names)}  # physical names = the names the files hold
+    make_table(path, [rows_of(2)], field_metadata=ids,
+               properties={"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": str(len(ids))})
+    for sql in ["ALTER TABLE cm SET TBLPROPERTIES ('delta.columnMapping.mode' = 'none')",
+                "ALTER TABLE cm SET TBLPROPERTIES ('delta.columnMapping.mode' = 'id')",
+                "ALTER TABLE cm UNSET TBLPROPERTIES ('delta.columnMapping.mode')"]:
+        with pytest.raises(E.InvalidPropertyError) as info:
+            run_stmt(ctx, sql)
+        assert info.value.error_class == "DELTA_UNSUPPORTED_COLUMN_MAPPING_MODE_CHANGE"
+    assert version_of(path) == 1
+    run_stmt(ctx, "ALTER TABLE cm SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")  # unchanged: fine
+    assert snapshot(path).metadata.configuration["delta.columnMapping.mode"] == "name"
+    assert delta_rows(path) == as_tuples(rows_of(2))
 
 
 def test_deep_clone_of_a_shallow_clone_and_location(ctx, t, tmp_path):
