@@ -280,7 +280,8 @@ def _walk_fields(struct: T.StructType):
             yield from _walk_fields(dt)
 
 
-def _uses_type(struct: T.StructType, cls) -> bool:
+def uses_type(struct: T.DataType, cls) -> bool:
+    """``struct`` is, or holds at any depth (struct fields, array elements, map keys / values), a ``cls``."""
     def has(dt):
         if isinstance(dt, cls):
             return True
@@ -342,9 +343,9 @@ def features_for(struct: T.StructType, config: dict, clustering: bool = False) -
         feats.add("allowColumnDefaults")
     if any("delta.invariants" in (f.metadata or {}) for f in fields):
         feats.add("invariants")
-    if _uses_type(struct, T.TimestampNTZType):
+    if uses_type(struct, T.TimestampNTZType):
         feats.add("timestampNtz")
-    if _uses_type(struct, T.VariantType):
+    if uses_type(struct, T.VariantType):
         feats.add("variantType")
     if _truthy(config.get("delta.enableTypeWidening", "false")):
         feats.add("typeWidening")

@@ -19,15 +19,9 @@ SHREDDING_CONF = "spark.sql.variant.writeShredding.enabled"
 
 def uses_variant(dt: T.DataType) -> bool:
     """``dt`` is, or holds at any depth, a VARIANT."""
-    if isinstance(dt, T.VariantType):
-        return True
-    if isinstance(dt, T.StructType):
-        return any(uses_variant(f.dataType) for f in dt.fields)
-    if isinstance(dt, T.ArrayType):
-        return uses_variant(dt.elementType)
-    if isinstance(dt, T.MapType):
-        return uses_variant(dt.keyType) or uses_variant(dt.valueType)
-    return False
+    from isolde.executor.schema import uses_type
+
+    return uses_type(dt, T.VariantType)
 
 
 def schema_uses_variant(schema: dict) -> bool:

@@ -41,26 +41,21 @@ def scenarios(warehouse: str, master: str, out_path: str) -> None:
                       "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *").first()
     out["merge"] = [merge.num_updated_rows, merge.num_inserted_rows]
     # conflicts decided on the driver while the data work ran on the executors
-    conflicts = {}
-    a = s.prepare("DELETE FROM t WHERE id = 5")
-    s.execute("UPDATE t SET v = 'w' WHERE id = 5")
-    try:
-        a.commit()
-        conflicts["same row"] = "committed"
-    except E.ConcurrentModificationException as e:
-        conflicts["same row"] = type(e).__name__
-    b = s.prepare("UPDATE t SET v = 'b' WHERE id = 7")
-    s.execute("UPDATE t SET v = 'c' WHERE id = 8")
-    b.commit()
-    conflicts["different rows"] = "committed"
-    c = s.prepare("INSERT INTO t VALUES (5000, 'i')")
-    s.execute("ALTER TABLE t SET TBLPROPERTIES ('team' = 'x')")
-    try:
-        c.commit()
-        conflicts["metadata change"] = "committed"
-    except E.ConcurrentModificationException as e:
-        conflicts["metadata change"] = type(e).__name__
-    out["conflicts"] = conflicts
+    def race(loser: str, winner: str) -> str:
+        """``loser`` prepared, ``winner`` committed, then ``loser`` commits: what happens."""
+        prepared = s.prepare(loser)
+        s.execute(winner)
+        try:
+            prepared.commit()
+            return "committed"
+        except E.ConcurrentModificationException as e:
+            return type(e).__name__
+
+    out["conflicts"] = {
+        "same row": race("DELETE FROM t WHERE id = 5", "UPDATE t SET v = 'w' WHERE id = 5"),
+        "different rows": race("UPDATE t SET v = 'b' WHERE id = 7", "UPDATE t SET v = 'c' WHERE id = 8"),
+        "metadata change": race("INSERT INTO t VALUES (5000, 'i')", "ALTER TABLE t SET TBLPROPERTIES ('team' = 'x')"),
+    }
     out["rows"] = [list(r) for r in s.sql("SELECT v, count(*) FROM t GROUP BY v ORDER BY v").collect()]
     out["version"] = s.execute("DESCRIBE HISTORY t").first().version
     with open(out_path, "w") as fh:
