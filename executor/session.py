@@ -13,6 +13,7 @@
     s.explain(stmt) -> str
     s.read_stream(table, **options); s.write_batches(table, checkpoint=...)  (streaming source / sink)
     s.table_changes(table, start, end=None)      (change data feed, as SELECT * FROM table_changes(...))
+    s.read.format("delta").option(...).load(path) / .table(name)  (versionAsOf, timestampAsOf, readChangeFeed)
     s.tables(database=None) -> list[str];  s.columns(table) -> list[(name, type)]
     s.current_database; s.conf (SET/RESET store); s.start(); s.ready; s.wait_ready(timeout=None)
     s.cancel(); s.close(); s.last_metrics (files total / read of the last query)
@@ -250,6 +251,14 @@ class Session:
         if len(statements) != 1:
             raise E.AnalysisError("prepare() takes exactly one statement.", error_class="NOT_A_SINGLE_STATEMENT")
         return self._run(statements[0], prepare=True)
+
+    @property
+    def read(self):
+        """Delta's DataFrame-reader spelling: ``s.read.format("delta").option("versionAsOf", 3)
+        .load(path)``, ``.option("readChangeFeed", "true").option("startingVersion", 1).table(t)``."""
+        from isolde.executor.reader import TableReader
+
+        return TableReader(self)
 
     def table_changes(self, name: str, start, end=None):
         """Delta's change data feed of ``name``: ``table_changes(name, start[, end])`` as a
