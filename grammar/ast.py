@@ -450,6 +450,24 @@ class AlterColumnType(Statement):
 
 
 @dataclass(frozen=True)
+class RenameColumn(Statement):
+    """``ALTER TABLE t RENAME COLUMN path TO name`` (column mapping tables: metadata only)."""
+
+    table: TableRef
+    column: tuple[str, ...]
+    new_name: str
+
+
+@dataclass(frozen=True)
+class DropColumns(Statement):
+    """``ALTER TABLE t DROP COLUMN[S] [IF EXISTS] a, s.b`` (column mapping tables: metadata only)."""
+
+    table: TableRef
+    columns: tuple[tuple[str, ...], ...]
+    if_exists: bool = False
+
+
+@dataclass(frozen=True)
 class AddConstraint(Statement):
     table: TableRef
     name: str

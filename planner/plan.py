@@ -13,7 +13,7 @@ from isolde.grammar import ast
 
 _WRITES = tuple(getattr(ast, n) for n in (
     "Insert", "Update", "Delete", "Merge", "CreateTable", "CloneTable", "SetTblProperties", "UnsetTblProperties",
-    "AddColumns", "DropFeature", "AlterClusterBy", "SyncIdentity", "AlterColumnType", "AddConstraint", "DropConstraint", "Optimize",
+    "AddColumns", "DropFeature", "AlterClusterBy", "SyncIdentity", "AlterColumnType", "RenameColumn", "DropColumns", "AddConstraint", "DropConstraint", "Optimize",
     "Reorg", "Restore", "ConvertToDelta", "CopyInto", "TruncateTable", "CreateTableLike"))
 _QUERIES = (ast.Select, ast.Explain)
 _METADATA = tuple(getattr(ast, n) for n in ("DescribeHistory", "DescribeDetail", "DescribeTable", "ShowTblProperties",

@@ -62,4 +62,7 @@ ALTER TABLE t DROP CONSTRAINT IF EXISTS valid_date
 ;
 -- type widening
 ALTER TABLE t ALTER COLUMN s.x TYPE BIGINT;
-ALTER TABLE t CHANGE c c DECIMAL(12, 4)
+ALTER TABLE t CHANGE c c DECIMAL(12, 4);
+-- column mapping: renames and drops
+ALTER TABLE t RENAME COLUMN s.x TO `new name`;
+ALTER TABLE t DROP COLUMNS IF EXISTS (a, s.b);
