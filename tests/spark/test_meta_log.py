@@ -290,7 +290,7 @@ def dv_file_s(path, add):
 
 
 def test_drop_feature_refused(ctx, t):
-    with pytest.raises(E.UnsupportedFeatureError, match="only deletionVectors"):
+    with pytest.raises(E.UnsupportedFeatureError, match="the features it can drop"):
         run_stmt(ctx, "ALTER TABLE t DROP FEATURE appendOnly")
     with pytest.raises(E.AnalysisError, match="Did you mean `deletionVectors`"):
         run_stmt(ctx, "ALTER TABLE t DROP FEATURE deletionVector")
