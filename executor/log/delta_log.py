@@ -56,7 +56,7 @@ from .features import (
     writer_features,
 )
 from .snapshot import ReplayState, Snapshot
-from .store import LocalLogStore, LogStore
+from .store import LocalLogStore, LogStore, is_object_store_path, store_for_path  # noqa: F401
 
 _log = logging.getLogger(__name__)
 
@@ -131,9 +131,14 @@ class DeltaLog:
     """One table's ``_delta_log``. Creating a DeltaLog touches nothing on disk."""
 
     def __init__(self, table_path: str | os.PathLike, store: LogStore | None = None):
-        self.table_path = local_table_path(table_path)
+        if is_object_store_path(table_path):  # s3://bucket/prefix/table: the URI is the path
+            from .s3_store import normalize_s3_uri
+
+            self.table_path = normalize_s3_uri(table_path)
+        else:
+            self.table_path = local_table_path(table_path)
         self.log_path = os.path.join(self.table_path, "_delta_log")
-        self.store = store or LocalLogStore()
+        self.store = store or store_for_path(self.table_path)
         self._latest: Snapshot | None = None
         self._lock = threading.Lock()
 

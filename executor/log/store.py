@@ -177,3 +177,21 @@ def _unlink_quietly(path: str) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
+
+
+def is_object_store_path(path) -> bool:
+    """True for the object-store URIs isolde has a LogStore for (``s3://``, ``s3a://``)."""
+    from .s3_store import is_s3_uri
+
+    return is_s3_uri(path)
+
+
+def store_for_path(path) -> LogStore:
+    """The LogStore a table at ``path`` uses when none is given: S3LogStore (conditional PUT,
+    endpoint and credentials from the AWS environment) for ``s3://`` / ``s3a://``, else a
+    LocalLogStore."""
+    from .s3_store import default_s3_store, is_s3_uri
+
+    if is_s3_uri(path):
+        return default_s3_store()
+    return LocalLogStore()
