@@ -548,6 +548,99 @@ def _adopt_one(src: str, table_path: str, rel_dir: str, name: str, pvalues: dict
     result.num_bytes += st.st_size
 
 
+ICEBERG_COMPAT_TAG = "ICEBERG_COMPAT_VERSION"
+
+
+def tag_iceberg_compat(result: "WrittenFiles", metadata, table_path: str) -> "WrittenFiles":
+    """On an IcebergCompatV2 (UniForm) table every new file gets its partition values as columns
+    (Delta forces writePartitionColumns: "Iceberg spec requires partition columns in data files")
+    and the tag ``ICEBERG_COMPAT_VERSION = 2``, as Delta's TransactionalWrite does (REORG ...
+    UPGRADE UNIFORM rewrites the files lacking it). The stats stay those of the data columns."""
+    conf = getattr(metadata, "configuration", None) or {}
+    if result is None or not any(k.lower() == "delta.enableicebergcompatv2" and str(v).strip().lower() == "true"
+                                 for k, v in conf.items()):
+        return result
+    adds = []
+    for a in result.adds:
+        changes = {"tags": {**(a.tags or {}), ICEBERG_COMPAT_TAG: "2"}}
+        if S.partition_columns(metadata):
+            path = os.path.join(table_path, unquote(a.path))
+            grown = materialize_partition_values(path, metadata, a.partition_values or {})
+            if grown is not None:
+                result.num_bytes += grown - int(a.size or 0)
+                changes.update(size=grown, modification_time=int(os.stat(path).st_mtime * 1000))
+        adds.append(replace(a, **changes))
+    result.adds = adds
+    return result
+
+
+_ARROW_OF = {"ByteType": "int8", "ShortType": "int16", "IntegerType": "int32", "LongType": "int64",
+             "FloatType": "float32", "DoubleType": "float64", "StringType": "string", "BinaryType": "binary",
+             "BooleanType": "bool_", "DateType": "date32"}
+
+
+def _arrow_type(dt):
+    import pyarrow as pa
+
+    if isinstance(dt, T.TimestampType):
+        return pa.timestamp("us", tz="UTC")
+    if isinstance(dt, T.TimestampNTZType):
+        return pa.timestamp("us")
+    if isinstance(dt, T.DecimalType):
+        return pa.decimal128(dt.precision, dt.scale)
+    return getattr(pa, _ARROW_OF[type(dt).__name__])()
+
+
+def materialize_partition_values(path: str, metadata, partition_values: dict) -> Optional[int]:
+    """Append the partition columns (physical name, Parquet field id, real type, the file's
+    constant value) to the data file at ``path`` when it lacks them; returns its new size."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    struct = S.metadata_schema(metadata)
+    parts = {p.lower() for p in S.partition_columns(metadata)}
+    source = pq.ParquetFile(path, coerce_int96_timestamp_unit="us")
+    schema = source.schema_arrow
+    present = set(schema.names)
+    extra = []
+    for f in struct.fields:
+        if f.name.lower() not in parts:
+            continue
+        phys = S.physical_name(f) if S.column_mapping_mode(metadata) != "none" else f.name
+        if phys in present:
+            continue
+        meta = {}
+        if (f.metadata or {}).get(S.COLUMN_ID) is not None:
+            meta[b"PARQUET:field_id"] = str(int(f.metadata[S.COLUMN_ID])).encode()
+        raw = partition_values.get(phys, partition_values.get(f.name))
+        extra.append((pa.field(phys, _arrow_type(f.dataType), True, meta or None), raw))
+    if not extra:
+        source.close()
+        return None
+
+    def column(field, raw, n):
+        if raw is None:
+            return pa.nulls(n, field.type)
+        if pa.types.is_binary(field.type):
+            return pa.array([raw.encode("utf-8")] * n, field.type)
+        if pa.types.is_timestamp(field.type) and field.type.tz is None:
+            raw = raw.replace("T", " ")
+        return pa.array([raw] * n, pa.string()).cast(field.type)
+
+    out_schema = pa.schema(list(schema) + [f for f, _ in extra], schema.metadata)
+    tmp = path + ".tmp"
+    with pq.ParquetWriter(tmp, out_schema, compression="snappy", coerce_timestamps="us",
+                          store_decimal_as_integer=True) as out:
+        for group in range(source.metadata.num_row_groups):
+            t = source.read_row_group(group)
+            for f, raw in extra:
+                t = t.append_column(f, column(f, raw, t.num_rows))
+            out.write_table(t.cast(out_schema))
+    source.close()
+    os.replace(tmp, path)
+    return os.path.getsize(path)
+
+
 def remove_written(result: "WrittenFiles") -> None:
     """Delete the files of a write that will not be committed."""
     for p in result.staged_paths:
@@ -589,7 +682,7 @@ def write_files(ctx, df: DataFrame, table_path: str, metadata, *, data_change: b
         writer.save(staging)
         stamp_nested_ids(staging, metadata)
         _adopt_files(staging, table_path, parts, result, data_change)
-    return result
+    return tag_iceberg_compat(result, metadata, table_path)
 
 
 class BackgroundWrite:
@@ -685,7 +778,7 @@ def write_partition_groups(ctx, groups: Sequence[tuple], table_path: str, metada
                      rel_dir_of=lambda d: by_sub[d.split(os.sep)[0]][0],
                      pvalues_of=lambda d: by_sub[d.split(os.sep)[0]][1],
                      group_of=lambda d: int(d.split(os.sep)[0][1:]), hidden=frozenset(hidden))
-    return result
+    return tag_iceberg_compat(result, metadata, table_path)
 
 
 # --------------------------------------------------------------------------- one job, a folder per partition
@@ -860,4 +953,4 @@ def write_partition_slices(ctx, plan: SliceWrite, expected_rows: Sequence[int], 
                 continue
             _adopt_one(os.path.join(staging, name), table_path, plan.dirs[i], name, dict(slices[i].partition_values),
                        num, stats, result, data_change, tags)
-    return result
+    return tag_iceberg_compat(result, plan.metadata, table_path)

@@ -77,7 +77,41 @@ def table_properties(ctx, properties, existing: dict | None = None) -> tuple[dic
             min_reader = _version(merged.pop(key), key)
         elif key.lower() == "delta.minwriterversion":
             min_writer = _version(merged.pop(key), key)
-    return validate_table_properties(merged), min_reader, min_writer
+    explicit = {prop.key.lower() for prop in properties}
+    return iceberg_compat_properties(validate_table_properties(merged), explicit), min_reader, min_writer
+
+
+def iceberg_compat_properties(config: dict, explicit: set) -> dict:
+    """What Delta's IcebergCompatV2 needs of a new table's properties (IcebergCompat.scala):
+    UniForm (``delta.universalFormat.enabledFormats`` with ``iceberg``) only with the compat on;
+    column mapping in name mode (set when not given, as Delta does; id mode is kept); deletion
+    vectors off (isolde's default of on is dropped; asking for them is refused). ``explicit``:
+    lower-case keys of the statement's TBLPROPERTIES."""
+    lower = {k.lower(): k for k in config}
+
+    def get(key: str) -> str:
+        return str(config.get(lower.get(key.lower(), key), "")).strip().lower()
+
+    def put(key: str, value: str) -> None:
+        config[lower.get(key.lower(), key)] = value
+
+    formats = [f.strip() for f in get("delta.universalFormat.enabledFormats").split(",") if f.strip()]
+    compat = get("delta.enableIcebergCompatV2") == "true"
+    if "iceberg" in formats and not compat:
+        raise InvalidPropertyError(
+            "delta.universalFormat.enabledFormats = 'iceberg' needs IcebergCompatV2: add "
+            "'delta.enableIcebergCompatV2' = 'true' to the table properties.")
+    if not compat:
+        return config
+    if get("delta.enableDeletionVectors") == "true":
+        if "delta.enabledeletionvectors" in explicit:
+            raise InvalidPropertyError(
+                "IcebergCompatV2 (UniForm) cannot be enabled on a table with deletion vectors: remove "
+                "'delta.enableDeletionVectors' = 'true' or set it to false.")
+        put("delta.enableDeletionVectors", "false")
+    if get("delta.columnMapping.mode") in ("", "none"):
+        put("delta.columnMapping.mode", "name")
+    return config
 
 
 def _version(value: str, key: str) -> int:
@@ -213,6 +247,10 @@ def run_create_table(ctx, stmt: ast.CreateTable):
         # as Databricks creates clustered tables: row tracking on, so a concurrent deletion vector
         # follows rows through OPTIMIZE's re-clustering instead of failing one side
         config["delta.enableRowTracking"] = "true"
+    if S.iceberg_compat_v2(config):
+        from isolde.executor.jobs.reorg_uniform import check_types
+
+        check_types(struct, partition_cols, handle.name)  # IcebergCompatV2's type allow-list
     struct = with_column_mapping(struct, config)
     protocol = build_protocol(struct, config, bool(cluster_cols), min_reader, min_writer)
     existing_meta = None

@@ -33,7 +33,8 @@ HISTORY_COLUMNS = ["version", "timestamp", "userName", "operation", "operationPa
                    "isolationLevel", "isBlindAppend", "operationMetrics", "engineInfo", "userMetadata"]
 DETAIL_COLUMNS = ["format", "id", "name", "description", "location", "createdAt", "lastModified",
                   "partitionColumns", "clusteringColumns", "numFiles", "sizeInBytes", "properties",
-                  "minReaderVersion", "minWriterVersion", "tableFeatures", "rowLevelConcurrency"]
+                  "minReaderVersion", "minWriterVersion", "tableFeatures", "rowLevelConcurrency",
+                  "universalFormats"]
 
 
 def _ts(ms) -> dt.datetime | None:
@@ -109,8 +110,17 @@ def describe_detail(ctx, stmt: ast.DescribeDetail) -> QueryResult:
         proto.min_writer_version,
         P.table_features(proto, meta),
         effective_row_level(snap)[0],
+        universal_formats(meta.configuration),
     )
     return QueryResult(columns=DETAIL_COLUMNS, rows=[row])
+
+
+def universal_formats(configuration: dict) -> list[str]:
+    """UniForm: the formats ``delta.universalFormat.enabledFormats`` lists (``["iceberg"]``)."""
+    for key, value in (configuration or {}).items():
+        if key.lower() == "delta.universalformat.enabledformats":
+            return [f.strip().lower() for f in str(value).split(",") if f.strip()]
+    return []
 
 
 def effective_row_level(snap) -> tuple[str, str]:

@@ -495,7 +495,7 @@ def run_optimize(ctx, stmt: ast.Optimize):
 @executes(ast.Reorg)
 def run_reorg(ctx, stmt: ast.Reorg):
     if not stmt.purge:
-        raise UnsupportedFeatureError(
-            "REORG TABLE ... APPLY (UPGRADE UNIFORM(...)) is not supported yet; APPLY (PURGE) is.",
-            error_class="UNSUPPORTED_FEATURE", sqlstate="0A000")
+        from isolde.executor.jobs.reorg_uniform import run_upgrade_uniform
+
+        return run_upgrade_uniform(ctx, stmt)
     return _compact(ctx, stmt, *_start(ctx, stmt, "REORG TABLE"), purge=True)

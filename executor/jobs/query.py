@@ -229,6 +229,8 @@ def explain_statement(ctx, stmt, mode: Optional[str] = None) -> str:
     scope = _conflict_scope(ctx, stmt)
     if scope:
         lines += ["Conflict scope:"] + [line if line.startswith("  ") else f"  {line}" for line in scope.splitlines()]
+    if isinstance(stmt, (ast.Update, ast.Delete, ast.Merge)) and isinstance(table, ast.TableRef):
+        lines.append("Write: " + _dml_mode(ctx, table))
     if isinstance(stmt, ast.Insert):
         lines.append("Write: " + _insert_mode(ctx, stmt))
         try:
@@ -238,6 +240,18 @@ def explain_statement(ctx, stmt, mode: Optional[str] = None) -> str:
         except AnalysisError as e:
             lines.append(f"Source: {e.message}")
     return "\n".join(lines)
+
+
+def _dml_mode(ctx, table: ast.TableRef) -> str:
+    """How UPDATE / DELETE / MERGE will write (the flag dml.choose_mode follows)."""
+    from isolde.executor.txn.statement_scope import scope_flags
+
+    try:
+        dv = scope_flags(ctx.snapshot(ctx.resolve(table)))["deletion_vectors"]
+    except AnalysisError as e:
+        return f"unknown ({e.message})"
+    return ("deletion vectors on the touched files" if dv
+            else "copy-on-write: rewrites the touched files (deletion vectors are off)")
 
 
 def _insert_mode(ctx, stmt: ast.Insert) -> str:

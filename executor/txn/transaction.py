@@ -114,6 +114,15 @@ def _json_string(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), default=str)
 
 
+def _uniform_iceberg(configuration: Mapping | None) -> bool:
+    """``delta.universalFormat.enabledFormats`` lists ``iceberg`` (the converter, and pyiceberg,
+    are imported only for such tables)."""
+    for key, value in (configuration or {}).items():
+        if str(key).lower() == "delta.universalformat.enabledformats":
+            return "iceberg" in [x.strip().lower() for x in str(value).split(",")]
+    return False
+
+
 class OptimisticTransaction:
     """One write to one table, reading one snapshot. Not thread-safe; commit at most once."""
 
@@ -452,6 +461,16 @@ class OptimisticTransaction:
                 self.log.checkpoint(version)
             except Exception:  # the commit stands; a missing checkpoint only costs replay time
                 _log.warning("checkpoint at version %d of %s failed", version, self.table, exc_info=True)
+        if _uniform_iceberg(metadata.configuration):
+            # UniForm: Iceberg metadata beside the log. Never fails the Delta commit: the next
+            # commit's conversion catches up from the Delta version the Iceberg side records.
+            try:
+                from isolde.executor.log import uniform
+
+                uniform.convert_after_commit(self.log.table_path, version)
+            except Exception:
+                _log.warning("UniForm (Iceberg) conversion of version %d of %s failed; the next commit "
+                             "catches up", version, self.table, exc_info=True)
 
     # ------------------------------------------------------------------ validation
     def _prepare(self, actions: list[Action]) -> list[Action]:

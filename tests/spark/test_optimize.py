@@ -147,7 +147,7 @@ def test_reorg_purge_rewrites_only_files_with_deletion_vectors(small_files, tabl
 
 def test_unsupported_forms_say_so(small_files):
     with pytest.raises(E.UnsupportedFeatureError, match="UNIFORM"):
-        small_files.execute("REORG TABLE t APPLY (UPGRADE UNIFORM(ICEBERG_COMPAT_VERSION = 2))")
+        small_files.execute("REORG TABLE t APPLY (UPGRADE UNIFORM(ICEBERG_COMPAT_VERSION = 3))")
 
 
 def test_optimize_of_a_table_delta_rs_wrote(session, tmp_path, delta_rows):
