@@ -9,9 +9,10 @@ partitioned by branch).
 
 Invariants checked (a violation is a lost update, a duplicate, a torn read or a wrong commit):
 - every statement committed (its version recorded) or raised a named conflict; nothing else;
-- every version after the set-up is one of the committed statements (no phantom commit), and a
-  statement that changed no row (nothing committed) would change none in the model at the
-  version it read;
+- every version after the set-up is one of the committed statements (no phantom commit); a
+  statement that changed no row committed nothing (a MERGE, a DELETE: the model at the version
+  it read agrees) or an empty version of its own (an INSERT, as Delta's: the model agrees at
+  some version before it);
 - the final table equals the model replayed from the committed statements in log order, and
   delta-rs reads the same rows;
 - every reader saw sum(balance) == BASE * START and no id twice, and a count of accounts that
@@ -207,21 +208,30 @@ def check(history: History, latest_version: int, final_rows: list, other_reader_
     """Every invariant violation of the run (empty when the history is correct)."""
     bad = list(history.violations)
     bad += [f"{sql}: {err}" for sql, err in history.errors]
+    # a statement that changed no row either committed nothing (its result names the version it
+    # read) or, as an INSERT does, an empty commit of its own (a version nobody else committed)
+    empty = {v for v, _ in history.unchanged if v not in history.committed and v != history.base_version}
     expected_versions = list(range(history.base_version + 1, latest_version + 1))
-    if sorted(history.committed) != expected_versions:
-        bad.append(f"versions committed by the writers {sorted(history.committed)} are not the log's "
-                   f"{expected_versions}")
+    if sorted(set(history.committed) | empty) != expected_versions:
+        bad.append(f"versions committed by the writers {sorted(history.committed)} (and empty commits "
+                   f"{sorted(empty)}) are not the log's {expected_versions}")
     states = {history.base_version: initial_state()}
     state = dict(states[history.base_version])
     for version in sorted(history.committed):
         apply(state, history.committed[version])
         states[version] = dict(state)
-    for version, op in history.unchanged:  # it changed nothing: so says the model at the version it read
-        before = states.get(version)
-        after = dict(before) if before is not None else None
-        if after is not None:
-            apply(after, op)
-        if before is None or after != before:
+
+    def changes_nothing(op: Op, at: dict) -> bool:
+        after = dict(at)
+        apply(after, op)
+        return after == at
+
+    for version, op in history.unchanged:
+        if version in empty:  # it wrote nothing: it serialises at the version it read, some version below
+            if not any(changes_nothing(op, st) for v, st in states.items() if v < version):
+                bad.append(f"{op.sql} committed version {version} without a row, yet it changes rows at "
+                           "every earlier version")
+        elif version not in states or not changes_nothing(op, states[version]):
             bad.append(f"{op.sql} changed no row reading version {version}, where the model says it would")
     model = sorted((i, b, v) for i, (b, v) in state.items())
     if final_rows != model:
