@@ -113,17 +113,13 @@ def _deleted_ratio(f) -> float:
     return 1.0 if not rows else dv.cardinality / rows
 
 
-def plan_bins(files, target: int, *, purge: bool) -> list[list]:
-    """Bins of files to rewrite together, per partition, smallest files first."""
+def pack_by_partition(files, target: int) -> list[list]:
+    """``files`` bin-packed per partition (partitions in order, smallest files first), each bin
+    up to ``target`` bytes."""
     by_partition: dict = {}
     for f in files:
-        if purge:
-            wanted = f.deletion_vector is not None
-        else:
-            wanted = (f.size or 0) < target or _deleted_ratio(f) > MAX_DELETED_ROWS_RATIO
-        if wanted:
-            key = tuple(sorted((f.partition_values or {}).items(), key=lambda kv: kv[0]))
-            by_partition.setdefault(key, []).append(f)
+        key = tuple(sorted((f.partition_values or {}).items(), key=lambda kv: kv[0]))
+        by_partition.setdefault(key, []).append(f)
     bins: list[list] = []
     for key in sorted(by_partition, key=lambda k: [(c, v is None, v or "") for c, v in k]):
         current: list = []
@@ -136,6 +132,16 @@ def plan_bins(files, target: int, *, purge: bool) -> list[list]:
             size += f.size or 0
         if current:
             bins.append(current)
+    return bins
+
+
+def plan_bins(files, target: int, *, purge: bool) -> list[list]:
+    """Bins of files to rewrite together, per partition, smallest files first."""
+    if purge:
+        wanted = [f for f in files if f.deletion_vector is not None]
+    else:
+        wanted = [f for f in files if (f.size or 0) < target or _deleted_ratio(f) > MAX_DELETED_ROWS_RATIO]
+    bins = pack_by_partition(wanted, target)
     # one file alone is rewritten only to drop its deletion vector
     return [b for b in bins if len(b) > 1 or b[0].deletion_vector is not None]
 

@@ -87,23 +87,10 @@ def check_types(struct: T.StructType, partition_columns, table: str) -> None:
 
 def _bins(files, target: int) -> list[list]:
     """Files lacking the compat tag, bin-packed per partition (every such file is rewritten)."""
-    by_partition: dict = {}
-    for f in files:
-        if (f.tags or {}).get(ICEBERG_COMPAT_TAG) != "2" or f.deletion_vector is not None:
-            key = tuple(sorted((f.partition_values or {}).items(), key=lambda kv: kv[0]))
-            by_partition.setdefault(key, []).append(f)
-    bins: list[list] = []
-    for key in sorted(by_partition, key=lambda k: [(c, v is None, v or "") for c, v in k]):
-        current, size = [], 0
-        for f in sorted(by_partition[key], key=lambda f: (f.size or 0, f.path)):
-            if current and size + (f.size or 0) > target:
-                bins.append(current)
-                current, size = [], 0
-            current.append(f)
-            size += f.size or 0
-        if current:
-            bins.append(current)
-    return bins
+    from isolde.executor.jobs.optimize import pack_by_partition
+
+    return pack_by_partition([f for f in files if (f.tags or {}).get(ICEBERG_COMPAT_TAG) != "2"
+                              or f.deletion_vector is not None], target)
 
 
 def _step1_properties(ctx, handle):
