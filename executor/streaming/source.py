@@ -173,7 +173,8 @@ class IsoldeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             yield from table.to_batches()
 
     def commit(self, end: dict) -> None:
-        pass
+        """Nothing to release: offsets are table versions, and the log keeps them (Spark's
+        checkpoint records how far the query got)."""
 
 
 _REGISTERED: "set[int]" = set()
