@@ -14,6 +14,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 SUMMARY: list = []  # one dict per history checked
+COUNTS: Counter = Counter()  # other figures of the run: "kills survived", "fuzz inputs tried", "errors: <class>"
 
 
 def pytest_collection_modifyitems(config, items):
@@ -38,11 +39,22 @@ def summary():
     return SUMMARY
 
 
+@pytest.fixture
+def counts():
+    """A Counter any torture test adds its figures to (``counts["kills survived"] += 1``); the
+    summary table prints them all."""
+    return COUNTS
+
+
 def pytest_terminal_summary(terminalreporter):
-    if not SUMMARY:
+    if not SUMMARY and not COUNTS:
         return
     tr = terminalreporter
     tr.section("torture summary")
+    for key, value in sorted(COUNTS.items()):
+        tr.write_line(f"{key:<52} {value:>10}")
+    if not SUMMARY:
+        return
     tr.write_line(f"{'history':<52} {'seconds':>7} {'commits':>7} {'conflicts':>9} {'reads':>6} {'violations':>10}")
     conflicts: Counter = Counter()
     for row in SUMMARY:
