@@ -121,11 +121,20 @@ class ConfStore:
         return out
 
 
+def _is_idempotent(stmt) -> bool:
+    """The statements Delta makes idempotent with txnAppId / txnVersion: its data writes
+    (INSERT, UPDATE, DELETE, MERGE, CREATE TABLE AS SELECT)."""
+    if isinstance(stmt, ast.CreateTable):
+        return stmt.query is not None
+    return isinstance(stmt, (ast.Insert, ast.Update, ast.Delete, ast.Merge))
+
+
 class ExecutionContext:
     def __init__(self, session, statement=None):
         self.session = session
         self.statement = statement
         self.metrics: dict = {}
+        self.write_options: dict = {}  # a DataFrame writer's options (txnAppId, txnVersion)
 
     @property
     def spark(self):
@@ -170,6 +179,17 @@ class ExecutionContext:
         txn.user_metadata = self.conf.get(USER_METADATA_KEY)
         txn.user_name = session_user_name(self.conf) or txn.user_name  # SET isolde.userName, else the OS user
         txn.verify_files = True  # the files a statement staged must still exist at its commit
+        options = getattr(self, "write_options", None) or {}
+        if options.get("usermetadata") is not None:  # a DataFrame writer's userMetadata option
+            txn.user_metadata = str(options["usermetadata"])
+        if _is_idempotent(getattr(self, "statement", None)):  # txnAppId / txnVersion (executor/idempotency.py)
+            from isolde.executor import idempotency
+
+            if not hasattr(self, "_write_identity"):  # read once: autoReset unsets the setting it reads
+                self._write_identity = idempotency.session_identity(self.conf, options)
+            identity = self._write_identity
+            target = getattr(self.statement, "table", None) or getattr(self.statement, "target", None)
+            idempotency.bind(txn, identity, getattr(target, "name", ""))
         return txn
 
     def eval_timestamp(self, expr) -> dt.datetime:

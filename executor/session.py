@@ -37,7 +37,8 @@ from isolde import errors as E
 from isolde.executor.catalog import DEFAULT_DATABASE, Catalog, check_name
 from isolde.executor.spark import SPARK_WAREHOUSE_DIR
 from isolde.executor.context import ConfStore, ExecutionContext
-from isolde.executor.results import CommitResult, PreparedWrite, QueryResult
+from isolde.executor.idempotency import WriteAlreadyCommitted
+from isolde.executor.results import CommitResult, DmlResult, PreparedWrite, QueryResult
 from isolde.executor.views import expand_views
 from isolde.grammar import ast
 
@@ -176,7 +177,7 @@ class Session:
             return list(stmt)
         return parse_statements(stmt)
 
-    def _run(self, stmt: ast.Statement, *, prepare: bool = False):
+    def _run(self, stmt: ast.Statement, *, prepare: bool = False, write_options: Optional[dict] = None):
         from isolde.executor.jobs import EXECUTORS, load_all
 
         load_all()
@@ -192,6 +193,7 @@ class Session:
                                       "DELETE, MERGE or another statement that commits.",
                                       error_class="NOT_A_WRITE", sqlstate="42000")
         ctx = ExecutionContext(self, stmt)
+        ctx.write_options = dict(write_options or {})
         stmt = ctx.statement = expand_views(ctx, stmt)  # reads of views become reads of their tables
         group = f"isolde-{uuid.uuid4().hex[:12]}"
         started = time.perf_counter()
@@ -201,7 +203,10 @@ class Session:
         if needs_spark:
             self._set_job_group(group, stmt)
         try:
-            out = translate_errors(lambda: runner(ctx, stmt), ctx)
+            try:
+                out = translate_errors(lambda: runner(ctx, stmt), ctx)
+            except WriteAlreadyCommitted as skipped:  # txnAppId / txnVersion: this write was made before
+                out = _skipped_write(stmt, skipped)
             if isinstance(out, PreparedWrite):
                 if prepare:
                     return out
@@ -259,6 +264,13 @@ class Session:
         from isolde.executor.reader import TableReader
 
         return TableReader(self)
+
+    def write(self, df):
+        """Delta's DataFrame-writer spelling: ``s.write(df).mode("append").option("txnAppId", "job")
+        .option("txnVersion", 7).saveAsTable(t)`` (executor/df_writer.py)."""
+        from isolde.executor.df_writer import TableWriter
+
+        return TableWriter(self, df)
 
     def table_changes(self, name: str, start, end=None):
         """Delta's change data feed of ``name``: ``table_changes(name, start[, end])`` as a
@@ -416,12 +428,22 @@ def strip_error_class(text: str, error_class: Optional[str] = None) -> str:
     return text
 
 
+def _skipped_write(stmt, skipped) -> PreparedWrite:
+    """An idempotent write the table already has: nothing is written, and it answers as a
+    statement that changed nothing (zeros, the version it read)."""
+    kind = _statement_name(stmt).split()[0].upper()
+    operation = "WRITE" if kind == "INSERT" else kind
+    result = DmlResult.of(kind, skipped.read_version, operation, {}, skipped.table)
+    return PreparedWrite(operation=operation, table=skipped.table, commit_fn=lambda: result, staged_paths=[],
+                         metrics={})
+
+
 def translate_errors(fn, ctx=None):
     """Run ``fn``; turn Spark/Py4J exceptions into isolde errors (``ctx``: the statement's
     context, for the names an unknown table may have meant)."""
     try:
         return fn()
-    except E.IsoldeError:
+    except (E.IsoldeError, WriteAlreadyCommitted):
         raise
     except Exception as e:  # noqa: BLE001 - translation point
         raise translate_exception(e, ctx) from e

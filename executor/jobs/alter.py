@@ -119,18 +119,35 @@ def set_tblproperties(ctx, stmt: ast.SetTblProperties):
             error_class="DELTA_INVALID_PROTOCOL_DOWNGRADE")
     configuration = dict(snap.metadata.configuration)
     _refuse_unsupported_changes(handle.name, configuration, conf)
+    changes = _name_mapping_upgrade(snap.metadata, configuration, conf)
     lowered = {k.lower(): k for k in configuration}
     for key, value in conf.items():
         old = lowered.get(key.lower())
         if old is not None and old != key:
             configuration.pop(old)
         configuration[key] = value
-    metadata = P.copy_metadata(snap.metadata, configuration=configuration)
+    metadata = P.copy_metadata(snap.metadata, configuration=configuration, **changes)
     protocol = P.protocol_for_metadata(snap.protocol, metadata)
     protocol = P.protocol_with(protocol, reader={f for f in features if f in P.READER_WRITER_FEATURES},
                                writer=features, min_reader=min_reader, min_writer=min_writer)
     actions = _protocol_actions(snap, protocol) + [metadata]
     return _prepared(handle, txn, "SET TBLPROPERTIES", actions, {"properties": validated})
+
+
+def _name_mapping_upgrade(metadata, configuration: dict, new: dict) -> dict:
+    """``delta.columnMapping.mode`` none -> name on an existing table, metadata only (Delta's
+    upgrade): every field keeps its current name as its physical name and gets an id, so the
+    files already written read as before; RENAME / DROP COLUMN work from then on. Updates
+    ``configuration`` (maxColumnId) and returns the metadata changes (the new schema)."""
+    wanted = next((str(v).lower() for k, v in new.items() if k.lower() == _MAPPING_MODE), None)
+    current = next((str(v).lower() for k, v in configuration.items() if k.lower() == _MAPPING_MODE), "none")
+    if wanted != "name" or current != "none":
+        return {}
+    from isolde.executor.jobs.reorg_uniform import upgrade_to_name_mapping
+
+    nested = any(str(v).lower() == "true" for k, v in configuration.items() if k.lower() == "delta.enableicebergcompatv2")
+    struct = upgrade_to_name_mapping(S.metadata_schema(metadata), configuration, nested_ids=nested)
+    return {"schema_string": S.struct_to_delta(struct)}
 
 
 # Features a bare protocol upgrade can add (``delta.feature.X = supported``): the others need data or
@@ -143,25 +160,26 @@ _SETTABLE_FEATURES = frozenset({"deletionVectors", "appendOnly", "invariants", "
 # Properties whose switching-on needs more than a metadata commit (rewriting every column's
 # metadata, assigning row ids, writing Iceberg metadata) or a feature isolde cannot write.
 _NOT_ON_EXISTING = {
-    "delta.columnmapping.mode": ("none", "column mapping can only be chosen when the table is created"),
     "delta.enablerowtracking": ("false", "row tracking can only be enabled when the table is created"),
     "delta.enableicebergcompatv2": ("false", "use REORG TABLE ... APPLY (UPGRADE UNIFORM(ICEBERG_COMPAT_VERSION=2))"),
     "delta.universalformat.enabledformats": ("", "use REORG TABLE ... APPLY (UPGRADE UNIFORM(ICEBERG_COMPAT_VERSION=2))"),
 }
 
-#: the column mapping mode never changes after CREATE: files hold physical names (and field ids)
-#: that only the mode's metadata maps back, so even turning it off would leave them unreadable
+#: the column mapping mode changes after CREATE only from none to name (every field's physical name
+#: is its current name, so old files stay readable): files hold physical names (and field ids) that
+#: only the mode's metadata maps back, so turning it off or to id would leave them unreadable
 _MAPPING_MODE = "delta.columnmapping.mode"
 
 
 def _refuse_unsupported_changes(table: str, current: dict, new: dict) -> None:
     cur = {k.lower(): str(v).lower() for k, v in current.items()}
     for key, value in new.items():
-        if key.lower() == _MAPPING_MODE and str(value).lower() != cur.get(_MAPPING_MODE, "none"):
+        if key.lower() == _MAPPING_MODE and str(value).lower() != cur.get(_MAPPING_MODE, "none") \
+                and (cur.get(_MAPPING_MODE, "none"), str(value).lower()) != ("none", "name"):
             raise InvalidPropertyError(
                 f"Cannot set `{key}` = '{value}' on the existing table {table}: its column mapping mode is "
-                f"'{cur.get(_MAPPING_MODE, 'none')}' and can only be chosen when the table is created (files written "
-                "under one mode cannot be read under another).",
+                f"'{cur.get(_MAPPING_MODE, 'none')}'; the only change of mode after CREATE is from none to name "
+                "(files written under one mode cannot be read under another).",
                 error_class="DELTA_UNSUPPORTED_COLUMN_MAPPING_MODE_CHANGE", sqlstate="0AKDC")
         rule = _NOT_ON_EXISTING.get(key.lower())
         if rule is None:

@@ -62,6 +62,21 @@ def _with_current_names(dt):
     return dt
 
 
+def upgrade_to_name_mapping(struct: T.StructType, conf: dict, *, nested_ids: bool) -> T.StructType:
+    """Column mapping for a table that had none (or ids missing on some fields): every field gets
+    an id, and a field without a physical name takes its current name as one, so the files already
+    written stay readable without a rewrite. ``conf`` gets mode name (when it was none) and
+    ``delta.columnMapping.maxColumnId``; the struct with the new field metadata is returned."""
+    mode = str(_conf_get(conf, "delta.columnMapping.mode")[1] or "none").lower()
+    if mode == "none":
+        struct = _with_current_names(struct)
+        _put(conf, "delta.columnMapping.mode", "name")
+    start = int(_conf_get(conf, "delta.columnMapping.maxColumnId")[1] or 0)
+    new_struct, max_id = S.assign_column_mapping(struct, start, nested_ids=nested_ids)  # existing ids are kept
+    _put(conf, "delta.columnMapping.maxColumnId", str(max(max_id, start)))
+    return new_struct
+
+
 _ALLOWED = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType, T.DecimalType,
             T.StringType, T.BinaryType, T.BooleanType, T.TimestampType, T.TimestampNTZType, T.DateType)
 
@@ -99,16 +114,10 @@ def _step1_properties(ctx, handle):
     conf = dict(snap.metadata.configuration)
     struct = S.metadata_schema(snap.metadata)
     check_types(struct, snap.metadata.partition_columns, handle.name)
-    mode = str(_conf_get(conf, "delta.columnMapping.mode")[1] or "none").lower()
     changes = {}
-    if mode == "none":
-        struct = _with_current_names(struct)
-        _put(conf, "delta.columnMapping.mode", "name")
-    start = int(_conf_get(conf, "delta.columnMapping.maxColumnId")[1] or 0)
-    new_struct, max_id = S.assign_column_mapping(struct, start, nested_ids=True)  # existing ids are kept
+    new_struct = upgrade_to_name_mapping(struct, conf, nested_ids=True)
     if S.struct_to_delta(new_struct) != S.struct_to_delta(S.metadata_schema(snap.metadata)):
         changes["schema_string"] = S.struct_to_delta(new_struct)
-    _put(conf, "delta.columnMapping.maxColumnId", str(max(max_id, start)))
     _put(conf, "delta.enableIcebergCompatV2", "true")
     _put(conf, "delta.enableDeletionVectors", "false")
     if conf != dict(snap.metadata.configuration):

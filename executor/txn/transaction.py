@@ -32,6 +32,7 @@ from isolde.executor.log.actions import (
     Metadata,
     Protocol,
     RemoveFile,
+    SetTransaction,
     now_ms,
     serialize_commit,
     parse_commit,
@@ -133,6 +134,7 @@ class OptimisticTransaction:
         self.read_predicates: list[Predicate] = []
         self.read_files: dict[str, AddFile] = {}
         self.read_app_ids: set[str] = set()
+        self.write_identity = None  # an idempotent write's (app_id, version): its txn action at commit
         self._read_whole_table = False
         self._declared_blind_append = False
         self.txn_id = str(uuid.uuid4())
@@ -254,6 +256,8 @@ class OptimisticTransaction:
         if self.committed_version is not None:
             raise InternalError("This transaction has already committed.")
         actions = [a for a in actions if not isinstance(a, CommitInfo)]
+        if self.write_identity is not None and not any(isinstance(a, SetTransaction) for a in actions):
+            actions.append(SetTransaction(self.write_identity.app_id, self.write_identity.version, now_ms()))
         actions = self._prepare(actions)
         isolation = self._effective_isolation_level(actions)  # what the conflict checker applies
         blind = self._is_blind_append(actions)

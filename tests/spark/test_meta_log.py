@@ -722,7 +722,7 @@ def test_convert_not_parquet_and_partition_column_in_data(ctx, tmp_path):
 
 
 @pytest.mark.parametrize("prop, error_class", [
-    ("'delta.columnMapping.mode' = 'name'", "DELTA_UNSUPPORTED_COLUMN_MAPPING_MODE_CHANGE"),
+    ("'delta.columnMapping.mode' = 'id'", "DELTA_UNSUPPORTED_COLUMN_MAPPING_MODE_CHANGE"),  # none -> name is allowed
     ("'delta.enableRowTracking' = 'true'", "DELTA_UNSUPPORTED_TABLE_PROPERTY_CHANGE"),
     ("'delta.enableIcebergCompatV2' = 'true'", "DELTA_UNSUPPORTED_TABLE_PROPERTY_CHANGE"),
 ])
@@ -742,8 +742,9 @@ def test_change_data_feed_turned_on_for_an_existing_table(ctx, t):
     assert "changeDataFeed" in (p.writer_features or ()) or p.min_writer_version >= 4
 
 
-def test_the_column_mapping_mode_never_changes_after_create(ctx):
-    """name -> none (or UNSET) would leave every file's physical column names unmapped."""
+def test_the_column_mapping_mode_never_leaves_name_mode(ctx):
+    """name -> none (or UNSET) would leave every file's physical column names unmapped (none ->
+    name is the one change allowed: tests/spark/test_column_mapping_upgrade.py)."""
     path = table_path(ctx, "cm")
     ids = {name: {"delta.columnMapping.id": i + 1, "delta.columnMapping.physicalName": name}
            for i, name in enumerate(SCHEMA.names)}  # physical names = the names the files hold
