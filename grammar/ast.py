@@ -500,6 +500,16 @@ class Reorg(Statement):
 
 
 @dataclass(frozen=True)
+class RepairTable(Statement):
+    """``[MSCK] REPAIR TABLE t [SYNC METADATA | {ADD|DROP|SYNC} PARTITIONS]``: SYNC METADATA
+    brings a UniForm table's Iceberg metadata up to date; the partition forms are Hive's."""
+
+    table: TableRef
+    sync_metadata: bool = False
+    partitions: bool = False
+
+
+@dataclass(frozen=True)
 class Vacuum(Statement):
     table: TableRef
     retain_hours: Optional[float] = None

@@ -18,7 +18,7 @@ _WRITES = tuple(getattr(ast, n) for n in (
 _QUERIES = (ast.Select, ast.Explain)
 _METADATA = tuple(getattr(ast, n) for n in ("DescribeHistory", "DescribeDetail", "DescribeTable", "ShowTblProperties",
                                             "ShowTables", "Vacuum", "ShowDatabases", "ShowViews",
-                                            "ShowColumns", "ShowCreateTable"))
+                                            "ShowColumns", "ShowCreateTable", "RepairTable"))
 _SESSION = (ast.SetConfig, ast.ResetConfig, ast.Use)
 _DDL = (ast.DropTable, ast.CreateDatabase, ast.DropDatabase, ast.CreateView, ast.DropView)
 

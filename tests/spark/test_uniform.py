@@ -164,6 +164,39 @@ def test_conversion_failure_never_fails_the_commit(session, table_path, delta_ro
     assert ice.properties["base-delta-version"] == "1"
 
 
+def test_msck_repair_sync_metadata_catches_up_after_failed_conversions(session, table_path, delta_rows,
+                                                                      monkeypatch):
+    from isolde.errors import AnalysisError, ExecutionError
+    from isolde.executor.log import uniform
+
+    session.execute(f"CREATE TABLE m (id INT, s STRING) {UNIFORM}")
+    session.execute("INSERT INTO m VALUES (1, 'a')")
+    path = table_path(session, "m")
+    real = uniform.convert_table
+
+    def boom(*a, **k):
+        raise RuntimeError("simulated converter failure")
+
+    monkeypatch.setattr(uniform, "convert_table", boom)
+    session.execute("INSERT INTO m VALUES (2, 'b')")
+    session.execute("UPDATE m SET s = 'z' WHERE id = 1")
+    assert delta_version(path) == 1  # the hook failed twice; Delta is at 3
+    with pytest.raises(ExecutionError, match="simulated converter failure") as err:  # the explicit sync reports it
+        session.execute("MSCK REPAIR TABLE m SYNC METADATA")
+    assert err.value.error_class == "DELTA_UNIVERSAL_FORMAT_CONVERSION_FAILED"
+    monkeypatch.setattr(uniform, "convert_table", real)
+    message = session.execute("MSCK REPAIR TABLE m SYNC METADATA").message
+    assert "synced to Delta version 3" in message
+    assert delta_version(path) == 3
+    check(session, table_path, delta_rows, "m", ["id", "s"])
+    assert "already at Delta version 3" in session.execute("REPAIR TABLE m SYNC METADATA").message
+    session.execute("CREATE TABLE plain (id INT)")
+    assert "no UniForm format" in session.execute("MSCK REPAIR TABLE plain SYNC METADATA").message
+    for sql in ("MSCK REPAIR TABLE m", "MSCK REPAIR TABLE m ADD PARTITIONS"):
+        with pytest.raises(AnalysisError, match="SYNC METADATA"):
+            session.execute(sql)
+
+
 def test_uniform_needs_the_compat(session):
     from isolde.errors import InvalidPropertyError
 
