@@ -8,7 +8,7 @@
     CLUSTER BY (cols) | NONE           operation CLUSTER BY       (domain metadata ``delta.clustering``)
     ALTER COLUMN c SYNC IDENTITY       operation CHANGE COLUMN    (identity high-water mark)
     ALTER|CHANGE COLUMN c TYPE t       operation CHANGE COLUMN    (type widening: delta.typeChanges)
-    DROP FEATURE f [TRUNCATE HISTORY]  operation DROP FEATURE     (deletionVectors only)
+    (DROP FEATURE lives in drop_feature.py)
 
 Every runner reads the latest snapshot through a new transaction, validates, builds the
 actions and returns a PreparedWrite whose ``commit()`` commits them. A protocol change is a
@@ -17,10 +17,6 @@ change makes them fail with MetadataChangedException. A refused statement raises
 anything is written, so the table version is unchanged.
 
 Notes on choices (documented differences from Delta):
-* ``DROP FEATURE deletionVectors`` removes the feature in one commit when no live file has a
-  DV (``delta.enableDeletionVectors`` is set to false in the same commit); older versions
-  that still reference DVs stay readable by isolde. TRUNCATE HISTORY is accepted and does
-  the same (isolde does not rewrite the log's history).
 * ``SYNC IDENTITY`` never lowers the high-water mark unless
   ``spark.databricks.delta.identity.allowSyncIdentityToLowerHighWaterMark.enabled`` is true.
 * A no-op (``DROP CONSTRAINT IF EXISTS`` of a missing constraint, ``UNSET ... IF EXISTS`` of
@@ -522,111 +518,10 @@ def alter_column_type(ctx, stmt: ast.AlterColumnType):
     return _prepared(handle, txn, "CHANGE COLUMN", _protocol_actions(snap, protocol) + [metadata], params)
 
 
-# --------------------------------------------------------------------------- DROP FEATURE
-
-
-_FEATURE_NAMES = ["deletionVectors", "appendOnly", "invariants", "checkConstraints", "changeDataFeed",
-                  "generatedColumns", "columnMapping", "identityColumns", "domainMetadata", "rowTracking", "clustering",
-                  "timestampNtz", "icebergCompatV2", "v2Checkpoint", "typeWidening", "vacuumProtocolCheck",
-                  "inCommitTimestamp", "allowColumnDefaults", "variantType"]
-
-
-def _still_used(snap, name: str) -> str | None:
-    """Why ``name`` cannot be dropped from ``snap`` yet (None: it can). Delta's rule: a feature
-    goes only when nothing in the table's current state still relies on it."""
-    conf = snap.metadata.configuration
-
-    def walk(fields):  # every field, nested struct fields too
-        for f in fields:
-            yield f
-            t = f.get("type")
-            if isinstance(t, dict) and t.get("type") == "struct":
-                yield from walk(t.get("fields", []))
-
-    fields = list(walk(snap.metadata.schema.get("fields", [])))
-    if name == "deletionVectors":
-        with_dv = [a for a in snap.all_files if a.deletion_vector is not None]
-        if with_dv:
-            return (f"{len(with_dv)} live file(s) still have deletion vectors. Run REORG TABLE {{table}} APPLY (PURGE) "
-                    "first to rewrite them, then DROP FEATURE again")
-    elif name == "checkConstraints":
-        names = [k[len(P.CONSTRAINT_PREFIX):] for k in conf if k.lower().startswith(P.CONSTRAINT_PREFIX)]
-        if names:
-            return f"the CHECK constraint(s) {', '.join(names)} still exist. Drop them first (ALTER TABLE ... DROP CONSTRAINT)"
-    elif name == "allowColumnDefaults":
-        with_default = [f["name"] for f in fields if S.CURRENT_DEFAULT in (f.get("metadata") or {})]
-        if with_default:
-            return f"column(s) {', '.join(with_default)} still have a DEFAULT"
-    elif name in ("typeWidening", "typeWidening-preview"):
-        widened = [f["name"] for f in fields if "delta.typeChanges" in (f.get("metadata") or {})]
-        if widened:
-            return (f"column(s) {', '.join(widened)} were widened and older files still hold the narrower type; "
-                    "rewrite the table (e.g. CREATE OR REPLACE TABLE ... AS SELECT) first")
-    return None
-
-
-#: removable features -> the table properties that turn them on (set off / removed with the feature)
-_DROPPABLE = {
-    "deletionVectors": {"delta.enableDeletionVectors": "false"},
-    "vacuumProtocolCheck": {},
-    "inCommitTimestamp": {"delta.enableInCommitTimestamps": "false",
-                          "delta.inCommitTimestampEnablementVersion": None,
-                          "delta.inCommitTimestampEnablementTimestamp": None},
-    "checkConstraints": {},
-    "allowColumnDefaults": {},
-    "typeWidening": {"delta.enableTypeWidening": "false"},
-    "typeWidening-preview": {"delta.enableTypeWidening": "false"},
-}
-
-
-@executes(ast.DropFeature)
-def drop_feature(ctx, stmt: ast.DropFeature):
-    """Remove a table feature Delta lets go once nothing relies on it: the protocol goes down to
-    the least that fits what remains, the properties that turned it on are turned off."""
-    handle, txn, snap = _begin(ctx, stmt.table)
-    known = _FEATURE_NAMES + ["typeWidening-preview"]
-    name = next((f for f in known if f.lower() == stmt.feature.lower()), stmt.feature)
-    reader, writer = P.protocol_features(snap.protocol)
-    if name not in _DROPPABLE:
-        from isolde.errors import did_you_mean
-
-        if name not in known:
-            raise AnalysisError(f"Unknown table feature `{stmt.feature}`.{did_you_mean(stmt.feature, known)}",
-                                error_class="DELTA_FEATURE_DROP_UNSUPPORTED_CLIENT_FEATURE", sqlstate="0AKDC")
-        raise UnsupportedFeatureError(
-            f"DROP FEATURE {name} is not supported by isolde; the features it can drop: "
-            f"{', '.join(sorted(_DROPPABLE))}.", error_class="DELTA_FEATURE_DROP_NONREMOVABLE_FEATURE", sqlstate="0AKDC")
-    if name not in reader and name not in writer:
-        raise AnalysisError(f"Cannot drop feature {name}: {handle.name} does not have it "
-                            f"(features: {', '.join(sorted(reader | writer)) or 'none'}).",
-                            error_class="DELTA_FEATURE_DROP_FEATURE_NOT_PRESENT", sqlstate="0AKDC")
-    why = _still_used(snap, name)
-    if why:
-        raise ExecutionError(f"Cannot drop feature {name} from {handle.name}: {why.format(table=handle.name)}.",
-                             error_class="DELTA_FEATURE_DROP_WAIT_FOR_RETENTION_PERIOD" if name == "deletionVectors"
-                             else "DELTA_FEATURE_DROP_FEATURE_IS_IN_USE", sqlstate="0AKDE")
-    configuration = {k: v for k, v in snap.metadata.configuration.items()
-                     if k.lower() != f"delta.feature.{name.lower()}"}  # else the feature comes back
-    for key, value in _DROPPABLE[name].items():
-        for k in list(configuration):
-            if k.lower() == key.lower():
-                configuration.pop(k)
-        if value is not None:
-            configuration[key] = value
-    metadata = P.copy_metadata(snap.metadata, configuration=configuration)
-    protocol = P.protocol_without(snap.protocol, name)
-    # a concurrent write that starts relying on the feature (a DELETE adding a deletion vector, an
-    # ADD CONSTRAINT) must not slip in under the downgrade: the drop reads the whole table
-    txn.read_whole_table()
-    params = {"featureName": name, "truncateHistory": bool(stmt.truncate_history)}
-    return _prepared(handle, txn, "DROP FEATURE", [protocol, metadata], params)
-
-
 # Pure log work: the session need not wait for Spark to start (no Spark job group).
 set_tblproperties.needs_spark = False
 unset_tblproperties.needs_spark = False
 add_columns.needs_spark = False
 drop_constraint.needs_spark = False
 cluster_by.needs_spark = False
-drop_feature.needs_spark = False
 alter_column_type.needs_spark = False

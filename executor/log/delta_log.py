@@ -686,12 +686,24 @@ class DeltaLog:
         cutoff_dt = dt.datetime.fromtimestamp((now - log_retention_ms(snap.metadata)) / 1000, dt.timezone.utc)
         cutoff = int(dt.datetime(cutoff_dt.year, cutoff_dt.month, cutoff_dt.day,
                                  tzinfo=dt.timezone.utc).timestamp() * 1000)
+        listing = self._log_listing()
+        if not listing[1] or not listing[2]:
+            return []
+        cutoff_commit = self._newest_expired_commit(listing[1], cutoff, snap)
+        if cutoff_commit is None:
+            return []
+        return self._delete_before_checkpoint(listing, cutoff_commit, cutoff, snap)
+
+    def _log_listing(self):
+        """(files by name, [(version, status)] of commits in order, complete checkpoints by version)."""
         statuses = self.store.list_from(os.path.join(self.log_path, "0" * 20))
         by_name = {os.path.basename(s.path): s for s in statuses}
         commits = sorted((int(m.group(1)), by_name[m.group(0)]) for m in map(COMMIT_RE.match, by_name) if m)
-        checkpoints = complete_checkpoints(by_name)
-        if not commits or not checkpoints:
-            return []
+        return by_name, commits, complete_checkpoints(by_name)
+
+    def _newest_expired_commit(self, commits, cutoff: int, snap: Snapshot) -> int | None:
+        """The newest commit older than ``cutoff`` (ms): file times made monotonic by version, as
+        Delta does, and the in-commit timestamp where the table has them; None when none is."""
         ict = in_commit_timestamp_enablement(snap.metadata)
         # the newest expired commit: the expired ones are a prefix once file times are monotonic
         cutoff_commit = None
@@ -709,8 +721,11 @@ class DeltaLog:
                 if stamp is not None and int(stamp) > cutoff:
                     break
             cutoff_commit = version
-        if cutoff_commit is None:
-            return []
+        return cutoff_commit
+
+    def _delete_before_checkpoint(self, listing, cutoff_commit: int, cutoff: int, snap: Snapshot) -> list[str]:
+        """Delete every log file below the newest complete checkpoint at or below ``cutoff_commit``."""
+        by_name, commits, checkpoints = listing
         candidates = [v for v in checkpoints if v <= cutoff_commit]
         if not candidates:
             return []
@@ -751,6 +766,38 @@ class DeltaLog:
                                    or os.path.isdir(os.path.join(self.log_path, SIDECAR_DIR))):
             deleted += self._delete_unreferenced_sidecars(cutoff)
         return deleted
+
+    def versions_within(self, retention_ms: int, *, now: int | None = None, snapshot: Snapshot | None = None) -> int:
+        """The first version younger than ``retention_ms`` (commit file times, monotonic by version,
+        as log cleanup reads them): every version from it on must stay; ``latest + 1`` when all are
+        older."""
+        snap = snapshot if snapshot is not None else self.update()
+        cutoff = (now_ms() if now is None else now) - retention_ms
+        _, commits, _ = self._log_listing()
+        newest = self._newest_expired_commit(commits, cutoff, snap)
+        return 0 if newest is None else newest + 1
+
+    def commit_file_time(self, version: int) -> int:
+        """The modification time (ms) of ``version``'s commit file (what log cleanup reads)."""
+        name = f"{version:020d}.json"
+        for status in self.store.list_from(os.path.join(self.log_path, name)):
+            if os.path.basename(status.path) == name:
+                return status.modification_time
+        return now_ms()
+
+    def truncate_history(self, first_kept: int, snapshot: Snapshot | None = None) -> list[str]:
+        """DROP FEATURE ... TRUNCATE HISTORY: make the log start at version ``first_kept - 1`` (a
+        checkpoint is written there when it has none) and delete every log file below it; returns
+        the deleted paths. ``first_kept`` 0 truncates nothing."""
+        snap = snapshot if snapshot is not None else self.update()
+        if first_kept <= 0:
+            return []
+        boundary = min(first_kept - 1, snap.version)
+        listing = self._log_listing()
+        if boundary not in listing[2]:
+            self.checkpoint(boundary, cleanup=False)
+            listing = self._log_listing()
+        return self._delete_before_checkpoint(listing, boundary, now_ms(), snap)
 
     def _delete_unreferenced_sidecars(self, cutoff: int) -> list[str]:
         """Sidecar files that no checkpoint in the log references and that are older than ``cutoff``

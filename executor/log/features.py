@@ -51,6 +51,11 @@ SUPPORTED_FEATURES: frozenset[str] = frozenset(
         # with delta.enableChangeDataFeed, UPDATE / DELETE / MERGE write cdc files
         # (executor/cdf.py); table_changes() reads them (executor/jobs/table_changes.py)
         "changeDataFeed",
+        # added by DROP FEATURE (executor/jobs/drop_feature.py): log cleanup may remove history
+        # before delta.requireCheckpointProtectionBeforeVersion only in one go; isolde's cleanup
+        # meets the protocol's exception (a): it creates no checkpoint during cleanup and never
+        # erases one after the truncation version (DeltaLog.cleanup_expired_logs)
+        "checkpointProtection",
     }
 )
 
@@ -244,6 +249,7 @@ _BOOLEAN_PROPERTIES = (
 )
 _INTERVAL_PROPERTIES = (
     "delta.logRetentionDuration",
+    "delta.dropFeatureTruncateHistory.retentionDuration",
     "delta.deletedFileRetentionDuration",
     "delta.checkpointRetentionDuration",
 )
@@ -254,6 +260,7 @@ _PASS_THROUGH_PREFIXES = (
 )
 # Other Delta properties isolde accepts and stores without interpreting them.
 _PASS_THROUGH_PROPERTIES = (
+    "delta.requireCheckpointProtectionBeforeVersion",
     "delta.enableTypeWidening",
     "delta.enableInCommitTimestamps",
     "delta.inCommitTimestampEnablementVersion",
@@ -430,6 +437,22 @@ def expired_log_cleanup_enabled(metadata: Metadata | None) -> bool:
     value = next((v for k, v in metadata.configuration.items() if k.lower() == "delta.enableexpiredlogcleanup"),
                  "true")
     return str(value).strip().lower() != "false"
+
+
+DEFAULT_TRUNCATE_HISTORY_RETENTION = "interval 24 hours"
+
+
+def truncate_history_retention_ms(metadata: Metadata | None) -> int:
+    """``delta.dropFeatureTruncateHistory.retentionDuration`` in ms (default 24 hours): the history
+    DROP FEATURE ... TRUNCATE HISTORY keeps, and must find free of the feature."""
+    text = DEFAULT_TRUNCATE_HISTORY_RETENTION
+    if metadata is not None:
+        text = next((v for k, v in metadata.configuration.items()
+                     if k.lower() == "delta.dropfeaturetruncatehistory.retentionduration"), text)
+    try:
+        return parse_interval_ms(text)
+    except InvalidPropertyError:
+        return parse_interval_ms(DEFAULT_TRUNCATE_HISTORY_RETENTION)
 
 
 def log_retention_ms(metadata: Metadata | None) -> int:

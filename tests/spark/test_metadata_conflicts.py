@@ -41,10 +41,12 @@ ROWS = [(1, "a"), (2, "b"), (3, "c"), (4, "d")]
 
 
 def _table(s, change_id: str) -> int:
-    """t with four rows in two files; deletion vectors on only for DROP FEATURE (which needs them)."""
-    dv = "true" if change_id == "drop-feature" else "false"
-    s.execute(f"CREATE TABLE t (id INT, v STRING) TBLPROPERTIES ('delta.enableDeletionVectors' = '{dv}', "
-              "'owner' = 'ops')")
+    """t with four rows in two files; for DROP FEATURE the deletionVectors feature is in the protocol
+    but turned off, so the drop is its one protocol commit (with the property on, its first commit
+    turns it off: tests/spark/test_drop_feature_history.py)."""
+    feature = ", 'delta.feature.deletionVectors' = 'supported'" if change_id == "drop-feature" else ""
+    s.execute(f"CREATE TABLE t (id INT, v STRING) TBLPROPERTIES ('delta.enableDeletionVectors' = 'false', "
+              f"'owner' = 'ops'{feature})")
     s.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
     s.execute("INSERT INTO t VALUES (3, 'c'), (4, 'd')")
     return s.execute("DESCRIBE HISTORY t").first().version
