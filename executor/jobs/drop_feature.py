@@ -3,9 +3,10 @@
 Default (Delta's fast drop):
 1. Pre-downgrade, each its own commit as Delta does: the property that turns the feature on is
    turned off (``SET TBLPROPERTIES``), and its traces leave the current version (deletion
-   vectors: ``REORG TABLE ... APPLY (PURGE)`` rewrites the files that carry them).
+   vectors: ``REORG TABLE ... APPLY (PURGE)`` rewrites the files that carry them; v2 checkpoints:
+   ``delta.checkpointPolicy = classic`` and a classic checkpoint of the latest version).
 2. The downgrade commit: the protocol without the feature, lowered to the least that fits.
-   A reader-writer feature (deletionVectors, typeWidening, vacuumProtocolCheck) leaves traces in
+   A reader-writer feature (deletionVectors, typeWidening, v2Checkpoint, vacuumProtocolCheck) leaves traces in
    history that a client without it cannot read, so the commit adds the writer feature
    ``checkpointProtection`` and ``delta.requireCheckpointProtectionBeforeVersion`` = its own
    version, and protected checkpoints are written at the versions before and of the downgrade:
@@ -27,6 +28,7 @@ Every drop reads the whole table: a concurrent writer that starts relying on the
 from __future__ import annotations
 
 import datetime as dt
+import os
 
 from isolde.errors import AnalysisError, ExecutionError, UnsupportedFeatureError
 from isolde.executor import properties as P
@@ -55,6 +57,7 @@ _DROPPABLE = {
     "allowColumnDefaults": {},
     "typeWidening": {"delta.enableTypeWidening": "false"},
     "typeWidening-preview": {"delta.enableTypeWidening": "false"},
+    "v2Checkpoint": {"delta.checkpointPolicy": "classic"},
     PROTECTION: {BARRIER_KEY: None},
 }
 
@@ -132,6 +135,13 @@ def _pre_downgrade(ctx, stmt, name: str) -> bool:
                      {"properties": '{"delta.enableDeletionVectors":"false"}'})
         did = True
         snap = handle.log.update()
+    if name == "v2Checkpoint" and F.uses_v2_checkpoints(snap.protocol, snap.metadata):
+        conf = {k: v for k, v in snap.metadata.configuration.items() if k.lower() != "delta.checkpointpolicy"}
+        conf["delta.checkpointPolicy"] = "classic"
+        version = P.txn_commit(txn, [P.copy_metadata(snap.metadata, configuration=conf)], "SET TBLPROPERTIES",
+                               {"properties": '{"delta.checkpointPolicy":"classic"}'})
+        handle.log.checkpoint(version, cleanup=False)  # a classic checkpoint readers without v2 can start from
+        did = True
     if name == "deletionVectors" and any(a.deletion_vector is not None for a in snap.all_files):
         from isolde.executor.jobs.optimize import run_reorg
 
@@ -139,7 +149,110 @@ def _pre_downgrade(ctx, stmt, name: str) -> bool:
         if hasattr(out, "commit"):
             out.commit()
         did = True
+    if name in ("typeWidening", "typeWidening-preview"):
+        if _is_on(snap.metadata.configuration, "delta.enableTypeWidening"):
+            conf = {k: v for k, v in snap.metadata.configuration.items() if k.lower() != "delta.enabletypewidening"}
+            conf["delta.enableTypeWidening"] = "false"
+            P.txn_commit(txn, [P.copy_metadata(snap.metadata, configuration=conf)], "SET TBLPROPERTIES",
+                         {"properties": '{"delta.enableTypeWidening":"false"}'})
+            did = True
+        did = _rewrite_narrow_files(ctx, handle) or did
+        did = _forget_type_changes(ctx, stmt) or did
     return did
+
+
+#: the Arrow type a Spark-written Parquet column of each Delta primitive reads back as
+_ARROW_OF = {"byte": "int8", "short": "int16", "integer": "int32", "long": "int64", "float": "float",
+             "double": "double", "date": "date32[day]", "timestamp_ntz": "timestamp[us]"}
+
+
+def _needs_rewrite(schema, changes) -> bool:
+    """Whether a file (its Parquet footer's Arrow ``schema``) may hold a type narrower than the
+    table's: a top-level primitive column is checked exactly; anything nested is assumed to."""
+    names = set(schema.names)
+    for column, to_type in changes:
+        if column not in names:
+            continue  # added after the change: written wide
+        expected = _ARROW_OF.get(to_type) if isinstance(to_type, str) else None
+        if isinstance(to_type, str) and to_type.startswith("decimal"):
+            expected = to_type.replace("decimal", "decimal128").replace(" ", "")
+        actual = str(schema.field(column).type).replace(" ", "")
+        if expected is None or actual != expected:
+            return True
+    return False
+
+
+def _widened_columns(snap) -> list:
+    """(physical top-level column, the table's type: a primitive name, or None when nested)."""
+    from isolde.executor.log import type_widening as TW
+
+    fields = {f["name"]: f for f in snap.metadata.schema.get("fields", [])}
+    out = []
+    for path, _ in TW.all_type_changes(snap.metadata.schema):
+        top = fields[path[0]]
+        physical = (top.get("metadata") or {}).get(S.PHYSICAL_NAME, top["name"])
+        nested = len(path) > 1 or not isinstance(top.get("type"), str)
+        out.append((physical, None if nested else top["type"]))
+    return out
+
+
+def _rewrite_narrow_files(ctx, handle) -> bool:
+    """Delta's type-widening pre-downgrade rewrite: every live file that may still hold a column
+    in its type from before a change is rewritten in the table's current types (dataChange =
+    false, operation REORG), so no reader needs to widen anything."""
+    import pyarrow.parquet as pq
+
+    from isolde.executor.jobs import optimize as O
+    from isolde.executor.txn import row_tracking
+    from isolde.executor.txn.row_level import TableFiles
+
+    txn = ctx.start_transaction(handle.log)
+    snap = txn.snapshot
+    changes = _widened_columns(snap)
+    if not changes:
+        return False
+    files = TableFiles(handle.path, snap.metadata)
+    narrow = [a for a in snap.all_files if _needs_rewrite(pq.read_schema(files.local(a.path)), changes)]
+    if not narrow:
+        return False
+    bins = O.pack_by_partition(narrow, O.target_file_size(ctx, snap.metadata))
+    hidden = row_tracking.materialized_columns(snap.metadata) or ()
+    bins, groups = O._bin_pack_groups(ctx, handle, snap, bins, hidden)
+    params = {"predicate": "[]", "applyPurge": "false", "rewriteTypeWidening": "true"}
+    prepared = O._rewrite(ctx, handle, txn, snap, where_sql=None, bins=bins, groups=groups,
+                          tag=lambda add, inputs: O._tagged(add, inputs, files), operation="REORG", params=params,
+                          hidden=hidden, considered=len(snap.all_files))
+    prepared.commit()
+    return True
+
+
+def _forget_type_changes(ctx, stmt) -> bool:
+    """Once no file holds an old type, the schema's ``delta.typeChanges`` records go (a metadata
+    commit), which is what lets the feature leave."""
+    from isolde.executor.log import type_widening as TW
+
+    handle, txn, snap = _begin(ctx, stmt.table)
+    if not TW.has_type_changes(snap.metadata.schema):
+        return False
+
+    def strip(t):
+        if isinstance(t, dict) and t.get("type") == "struct":
+            return {**t, "fields": [{**f, "type": strip(f.get("type")),
+                                     "metadata": {k: v for k, v in (f.get("metadata") or {}).items()
+                                                  if k != TW.TYPE_CHANGES}} for f in t.get("fields", [])]}
+        if isinstance(t, dict) and t.get("type") == "array":
+            return {**t, "elementType": strip(t.get("elementType"))}
+        if isinstance(t, dict) and t.get("type") == "map":
+            return {**t, "keyType": strip(t.get("keyType")), "valueType": strip(t.get("valueType"))}
+        return t
+
+    import json
+
+    schema = strip({"type": "struct", "fields": snap.metadata.schema.get("fields", [])})
+    metadata = P.copy_metadata(snap.metadata, schema_string=json.dumps(schema, separators=(",", ":")))
+    txn.read_whole_table()  # a writer still on the old types must not commit under the change
+    P.txn_commit(txn, [metadata], "SET TBLPROPERTIES", {"properties": "{}"})
+    return True
 
 
 def _uses_feature(action, name: str) -> bool:
@@ -185,6 +298,13 @@ def _truncate_for_drop(handle, snap, name: str) -> None:
         barrier = int(snap.metadata.configuration.get(BARRIER_KEY, "0") or 0)
         if first_kept <= barrier:  # history before the barrier must go in one go, and it is still young
             raise _wait_error(handle, name, retention, barrier, log)
+    elif name == "v2Checkpoint":  # its traces are checkpoint files, not commits
+        from isolde.executor.log.checkpoint import is_v2_checkpoint_name
+
+        traces = sorted(int(n[:20]) for n in os.listdir(log.log_path)
+                        if is_v2_checkpoint_name(n) and int(n[:20]) >= first_kept - 1)
+        if traces:
+            raise _wait_error(handle, name, retention, traces[-1], log)
     else:
         traces = [v for v in range(first_kept, snap.version + 1)
                   if any(_uses_feature(a, name) for a in log.read_commit(v))]
@@ -248,4 +368,5 @@ def drop_feature(ctx, stmt: ast.DropFeature):
     return prepared
 
 
-drop_feature.needs_spark = lambda stmt: stmt.feature.lower() == "deletionvectors"
+drop_feature.needs_spark = lambda stmt: stmt.feature.lower() in ("deletionvectors", "typewidening",
+                                                                  "typewidening-preview")

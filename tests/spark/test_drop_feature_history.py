@@ -164,3 +164,59 @@ def test_writer_only_features_drop_without_protection(session, table_path):
     features, _ = _protocol(path)
     assert "inCommitTimestamp" not in features and "checkpointProtection" not in features
     assert not any(n.endswith(".checkpoint.parquet") for n in _log_files(path))
+
+
+def test_v2_checkpoints_dropped_with_a_classic_checkpoint_and_truncated_later(session, table_path):
+    s = session
+    s.execute("CREATE TABLE t (id INT) TBLPROPERTIES ('delta.checkpointPolicy' = 'v2', "
+              "'delta.enableDeletionVectors' = 'false', 'delta.checkpointInterval' = '2')")
+    for i in range(3):
+        s.execute(f"INSERT INTO t VALUES ({i})")
+    path = table_path(s, "t")
+    assert any(n.endswith(".parquet") and len(n) > 40 for n in _log_files(path))  # a UUID-named v2 checkpoint
+    result = s.execute("ALTER TABLE t DROP FEATURE v2Checkpoint")
+    features, _ = _protocol(path)
+    assert "v2Checkpoint" not in features and "checkpointProtection" in features
+    snap = DeltaLog(path).update()
+    assert snap.metadata.configuration["delta.checkpointPolicy"] == "classic"
+    assert f"{result.version:020d}.checkpoint.parquet" in _log_files(path)
+    assert sorted(DeltaTable(path).to_pyarrow_table().column("id").to_pylist()) == [0, 1, 2]
+    with pytest.raises(E.ExecutionError) as err:  # v2 checkpoints are still in the young history
+        s.execute("ALTER TABLE t DROP FEATURE checkpointProtection TRUNCATE HISTORY")
+    assert err.value.error_class == "DELTA_FEATURE_DROP_CHECKPOINT_PROTECTION_WAIT_FOR_RETENTION_PERIOD"
+    _age_log(path, 2 * DAY)
+    s.execute("ALTER TABLE t DROP FEATURE checkpointProtection TRUNCATE HISTORY")
+    assert not any(n.endswith(".parquet") and len(n) > 40 and not n.startswith(".") for n in _log_files(path)
+                   if n[:20].isdigit() and int(n[:20]) < result.version)
+    assert "checkpointProtection" not in _protocol(path)[0]
+    assert _ids(s) == [0, 1, 2]
+
+
+def test_type_widening_dropped_by_rewriting_the_narrow_files(session, table_path, delta_rows):
+    import pyarrow.parquet as pq
+
+    s = session
+    s.execute("CREATE TABLE t (id INT, v INT, s STRUCT<x: SMALLINT>, p STRING) PARTITIONED BY (p) "
+              "TBLPROPERTIES ('delta.enableTypeWidening' = 'true', 'delta.enableDeletionVectors' = 'false')")
+    s.execute("INSERT INTO t VALUES (1, 10, named_struct('x', 1), 'a'), (2, 20, named_struct('x', 2), 'b')")
+    s.execute("ALTER TABLE t ALTER COLUMN v TYPE BIGINT")
+    s.execute("ALTER TABLE t ALTER COLUMN s.x TYPE INT")
+    s.execute("INSERT INTO t VALUES (3, 30000000000, named_struct('x', 70000), 'a')")  # written wide
+    path = table_path(s, "t")
+    with pytest.raises(Exception):  # delta-rs refuses the typeWidening reader feature
+        DeltaTable(path).to_pyarrow_table()
+    s.execute("ALTER TABLE t DROP FEATURE typeWidening")
+    snap = DeltaLog(path).update()
+    features, _ = _protocol(path)
+    assert "typeWidening" not in features and "checkpointProtection" in features
+    assert "delta.typeChanges" not in snap.metadata.schema_string
+    for add in snap.all_files:  # every live file holds the wide types
+        schema = pq.read_schema(os.path.join(path, add.path))
+        assert str(schema.field("v").type) == "int64" and str(schema.field("s").type.field("x").type) == "int32"
+    ops = [r.operation for r in s.execute("DESCRIBE HISTORY t").collect()][:4]
+    assert ops == ["DROP FEATURE", "SET TBLPROPERTIES", "REORG", "SET TBLPROPERTIES"]
+    expected = [(1, 10, {"x": 1}, "a"), (2, 20, {"x": 2}, "b"), (3, 30000000000, {"x": 70000}, "a")]
+    assert sorted(DeltaTable(path).to_pyarrow_table().to_pylist(), key=lambda r: r["id"]) == \
+        [dict(zip(["id", "v", "s", "p"], r)) for r in expected]
+    assert [tuple(r) for r in s.sql("SELECT id, v, s.x, p FROM t ORDER BY id").collect()] == \
+        [(1, 10, 1, "a"), (2, 20, 2, "b"), (3, 30000000000, 70000, "a")]

@@ -48,9 +48,7 @@ def test_an_unused_feature_is_dropped(session, table_path, delta_rows, feature, 
      "checkConstraints", "positive"),
     (["CREATE TABLE t (id INT, v INT DEFAULT 7) TBLPROPERTIES ('delta.feature.allowColumnDefaults' = 'supported')"],
      "allowColumnDefaults", "v"),
-    (["CREATE TABLE t (id INT, v INT) TBLPROPERTIES ('delta.enableTypeWidening' = 'true')",
-      "ALTER TABLE t ALTER COLUMN v TYPE BIGINT"], "typeWidening", "v"),
-])
+])  # widened columns no longer block: their files are rewritten (tests/spark/test_drop_feature_history.py)
 def test_a_feature_in_use_is_not_dropped(session, table_path, setup, feature, says):
     s = session
     for sql in setup:
