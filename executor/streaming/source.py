@@ -110,6 +110,23 @@ class IsoldeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.columns = columns_of(json.loads(snap.metadata.schema_string), snap.metadata.partition_columns,
                                   snap.metadata.configuration)
         self.until_version = None
+        self.table_id = snap.metadata.id  # every offset carries it: a checkpoint is one table's
+
+    def _out(self, offset: Offset) -> dict:
+        return {**offset.to_dict(), "reservoirId": self.table_id}
+
+    def _in(self, d: dict) -> Offset:
+        """An offset from the checkpoint; one written for another table (its id) is refused, as
+        Delta refuses it: its versions mean nothing here."""
+        theirs = d.get("reservoirId")
+        if theirs is not None and theirs != self.table_id:
+            raise AnalysisError(
+                f"The streaming query was reading from an unexpected Delta table (id = '{self.table_id}', "
+                f"{self.plan.table_path}). According to the checkpoint it used to read from another Delta table "
+                f"(id = '{theirs}'). This happens when the query now reads a new table, or the table was deleted "
+                "and re-created. Revert the change, or delete the query's checkpoint to start from scratch.",
+                error_class="DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE", sqlstate="55019")
+        return Offset.from_dict(d)
 
     def __getstate__(self) -> dict:
         """Tasks get what ``read`` needs: the log (and its lock) stays on the driver."""
@@ -117,7 +134,7 @@ class IsoldeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # ------------------------------------------------------------------ offsets
     def initialOffset(self) -> dict:
-        return self.plan.initial_offset().to_dict()
+        return self._out(self.plan.initial_offset())
 
     def getDefaultReadLimit(self):
         if self.options.max_files is not None:
@@ -130,7 +147,7 @@ class IsoldeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.until_version = self.plan.latest_version()
 
     def latestOffset(self, start: dict, limit=None) -> dict:
-        start_offset = Offset.from_dict(start)
+        start_offset = self._in(start)
         max_files = max_bytes = None
         if limit is not None and not isinstance(limit, ReadAllAvailable):
             max_files = self.options.file_limit()
@@ -141,14 +158,14 @@ class IsoldeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 max_bytes = limit.max_bytes
         end = self.plan.next_offset(start_offset, max_files=max_files, max_bytes=max_bytes,
                                     until_version=self.until_version)
-        return end.to_dict()
+        return self._out(end)
 
     def reportLatestOffset(self):
-        return Offset(self.plan.latest_version() + 1).to_dict()
+        return self._out(Offset(self.plan.latest_version() + 1))
 
     # ------------------------------------------------------------------ data
     def partitions(self, start: dict, end: dict) -> list[FilesPartition]:
-        entries = self.plan.batch(Offset.from_dict(start), Offset.from_dict(end))
+        entries = self.plan.batch(self._in(start), self._in(end))
         out: list[FilesPartition] = []
         group: list[dict] = []
         size = 0

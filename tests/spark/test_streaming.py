@@ -105,6 +105,24 @@ def test_starting_version_and_max_files_per_trigger(session, tmp_path):
     assert list(sink.batches.values()) == [[(1,)], [(2,)], [(3,)], [(4,)], [(5,)]]
 
 
+def test_a_checkpoint_of_another_table_is_refused(session, tmp_path):
+    """Offsets carry the table id: a re-created table (or a query pointed at another table) with
+    an old checkpoint fails with Delta's error instead of reading versions that mean nothing."""
+    session.execute("CREATE TABLE src (id BIGINT)")
+    session.execute("INSERT INTO src VALUES (1)")
+    ckpt = str(tmp_path / "c")
+    assert _collect(session, "src", ckpt).rows == [(1,)]
+    offsets = os.path.join(ckpt, "offsets")
+    assert all('"reservoirId"' in open(os.path.join(offsets, n)).read() for n in os.listdir(offsets)
+               if n.isdigit())
+    session.execute("DROP TABLE src")
+    session.execute("CREATE TABLE src (id BIGINT)")
+    session.execute("INSERT INTO src VALUES (2)")
+    session.execute("INSERT INTO src VALUES (3)")
+    with pytest.raises(Exception, match="DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE|unexpected Delta table"):
+        _collect(session, "src", ckpt)
+
+
 def test_starting_timestamp(session, tmp_path, table_path):
     session.execute("CREATE TABLE src (id BIGINT)")
     session.execute("INSERT INTO src VALUES (1)")
