@@ -18,15 +18,11 @@ from __future__ import annotations
 import uuid
 
 from isolde.errors import AnalysisError, TableNotFoundError
+from isolde.executor.reader import _quote_path, check_format
 
-FORMATS = ("delta", "isolde")
 MODES = {"append": "append", "overwrite": "overwrite", "error": "error", "errorifexists": "error",
          "default": "error", "ignore": "ignore"}
 OPTIONS = ("txnappid", "txnversion", "usermetadata", "replacewhere")
-
-
-def _quote_path(path: str) -> str:
-    return "delta.`" + path.replace("`", "``") + "`"
 
 
 class TableWriter:
@@ -40,9 +36,7 @@ class TableWriter:
         self._options: dict[str, str] = {}
 
     def format(self, source: str) -> "TableWriter":
-        if str(source).lower() not in FORMATS:
-            raise AnalysisError(f"isolde writes Delta tables only: format({source!r}) is not one of "
-                                f"{', '.join(FORMATS)}.", error_class="UNSUPPORTED_DATA_SOURCE", sqlstate="0A000")
+        check_format(source, "writes")
         return self
 
     def mode(self, mode: str) -> "TableWriter":

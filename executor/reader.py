@@ -22,6 +22,13 @@ OPTIONS = ("versionasof", "timestampasof", "readchangefeed", "readchangedata", "
            "startingtimestamp", "endingversion", "endingtimestamp")
 
 
+def check_format(source: str, verb: str) -> None:
+    """``format(...)`` of a reader or writer: Delta (or isolde) only."""
+    if str(source).lower() not in FORMATS:
+        raise AnalysisError(f"isolde {verb} Delta tables only: format({source!r}) is not one of "
+                            f"{', '.join(FORMATS)}.", error_class="UNSUPPORTED_DATA_SOURCE", sqlstate="0A000")
+
+
 def _quote_path(path: str) -> str:
     return "delta.`" + path.replace("`", "``") + "`"
 
@@ -39,9 +46,7 @@ class TableReader:
         self._options: dict[str, str] = {}
 
     def format(self, source: str) -> "TableReader":
-        if str(source).lower() not in FORMATS:
-            raise AnalysisError(f"isolde reads Delta tables only: format({source!r}) is not one of "
-                                f"{', '.join(FORMATS)}.", error_class="UNSUPPORTED_DATA_SOURCE", sqlstate="0A000")
+        check_format(source, "reads")
         return self
 
     def option(self, key: str, value) -> "TableReader":
