@@ -11,10 +11,18 @@ Layout (documented choice)::
 
 * Names are case-insensitive and stored lower-case (as Spark's session catalog does).
 * A table or database name never resolves outside the warehouse: empty names, ``.``/``..``,
-  names with path separators or NUL, and names starting with ``.`` are rejected.
-* ``delta.`/some/path``` addresses any path (relative paths resolve against the cwd).
+  names with path separators or NUL, names starting with ``.`` and names holding isolde's own
+  catalog suffixes (``.location.json``, ``.view.json``) are rejected; a database or table folder
+  that is a symbolic link leading out of the warehouse is refused for reads and writes (the
+  error names the link and its target: use ``delta.`/target``` or ``LOCATION`` for data kept
+  elsewhere). A link inside the warehouse is followed.
+* ``delta.`/some/path``` addresses any path, absolute only (or a ``file:`` URI), as in Delta: a
+  relative ``delta.`t``` would silently be a folder of the process's working directory.
 * DROP TABLE of a managed table deletes its folder; of an external (LOCATION) table only
-  removes the registration and keeps the data (Spark/Databricks semantics).
+  removes the registration and keeps the data (Spark/Databricks semantics). A table or database
+  folder that is a symbolic link loses the link only: DROP never deletes through a link.
+* LOCATION never lies inside the warehouse (Unity Catalog's LOCATION_OVERLAP): a DROP of a
+  managed table or a DROP DATABASE ... CASCADE would delete an external table's data there.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import json
 import os
 import re
 import shutil
+import threading
 import unicodedata
 from dataclasses import dataclass
 from functools import cached_property
@@ -54,10 +63,12 @@ from isolde.grammar import ast
 DEFAULT_DATABASE = "default"
 _EXTERNAL_SUFFIX = ".location.json"
 _BAD_NAME = re.compile(r"[/\\\x00]")
+#: isolde's own files in a database folder: a name holding these would be misread as one of them
+_RESERVED_SUFFIXES = (_EXTERNAL_SUFFIX, ".view.json")
 
 
 _LOGS: dict = {}
-_LOGS_LOCK = __import__("threading").Lock()
+_LOGS_LOCK = threading.Lock()
 
 
 def _open_log(path: str):
@@ -164,11 +175,33 @@ def check_name(name: str, what: str = "table") -> str:
         raise AnalysisError(f"Invalid {what} name `{name}`: names cannot be empty, start with '.', or contain "
                             "path separators.", error_class="INVALID_IDENTIFIER", sqlstate="42602")
     check_identifier(name, what)
-    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
-        raise AnalysisError(f"Invalid {what} name `{name[:40]}...`: {len(name.encode('utf-8'))} bytes long; a "
+    lowered = name.lower()  # what lands on disk: lower() may lengthen a name (U+0130 -> 'i' + U+0307)
+    if len(lowered.encode("utf-8")) > MAX_NAME_BYTES:
+        raise AnalysisError(f"Invalid {what} name `{name[:40]}...`: {len(lowered.encode('utf-8'))} bytes long; a "
                             f"{what} name is a folder name and may hold at most {MAX_NAME_BYTES} bytes.",
                             error_class="INVALID_IDENTIFIER", sqlstate="42602")
-    return name.lower()
+    reserved = next((r for r in _RESERVED_SUFFIXES if r in lowered), None)
+    if reserved is not None:
+        raise AnalysisError(f"Invalid {what} name `{name}`: names cannot contain '{reserved}', the suffix of "
+                            "isolde's own catalog files.", error_class="INVALID_IDENTIFIER", sqlstate="42602")
+    return lowered
+
+
+def _absolute_location(text: str) -> bool:
+    """Is a ``delta.`...``` path absolute: ``/x``, ``~/x``, ``file:/x`` (other schemes are judged,
+    and refused, by local_location)?"""
+    from urllib.parse import urlparse
+
+    scheme = urlparse(text).scheme if ":" in text else ""
+    if scheme.lower() == "file":
+        return urlparse(text).path.startswith("/")
+    if len(scheme) > 1:
+        return True
+    return text.startswith(("/", "~"))
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def foreign_entries(path: str) -> list[str]:
@@ -207,6 +240,40 @@ class Catalog:
         self.warehouse = os.path.abspath(os.path.expanduser(warehouse))
         os.makedirs(self.database_path(DEFAULT_DATABASE), exist_ok=True)
 
+    # ------------------------------------------------------------------ containment
+
+    def inside(self, path: str) -> bool:
+        """Does ``path``, symbolic links resolved, lie in the warehouse (itself resolved: a
+        warehouse that is a link to another disk is fine)?"""
+        return _inside(os.path.realpath(path), os.path.realpath(self.warehouse))
+
+    def check_inside(self, path: str, what: str, name: str) -> None:
+        """Refuse a database or table folder (or a catalog file) that a symbolic link takes out
+        of the warehouse: a name reads, writes and deletes inside the warehouse only."""
+        if not os.path.lexists(path) or self.inside(path):
+            return
+        target = os.path.realpath(path)
+        raise AnalysisError(
+            f"The {what} `{name}` leads out of the warehouse: {path} is a symbolic link to {target}. isolde "
+            f"never follows a {what} name out of {self.warehouse}; address the data by path "
+            f"(delta.`{target}`) or register it (CREATE TABLE name LOCATION '{target}').",
+            error_class="NAME_OUTSIDE_WAREHOUSE", sqlstate="42K05")
+
+    def check_location(self, path: str, name: str, text: Optional[str] = None) -> None:
+        """An external table's LOCATION lies outside the warehouse: managed folders inside it are
+        deleted by DROP TABLE / DROP DATABASE ... CASCADE, and would take the external data along.
+        ``text``: the LOCATION as the statement spelt it."""
+        real = os.path.realpath(path)
+        if _inside(real, os.path.realpath(self.warehouse)):
+            raise AnalysisError(
+                f"Cannot use LOCATION '{text or path}' for `{name}`: it lies inside the warehouse {self.warehouse}, "
+                "where isolde keeps managed tables (a DROP there deletes folders). Create a managed table instead "
+                "(no LOCATION), or choose a location outside the warehouse.",
+                error_class="INVALID_PARAMETER_VALUE.LOCATION_OVERLAP", sqlstate="22023")
+
+    def is_link(self, path: str) -> bool:
+        return os.path.islink(path.rstrip(os.sep))
+
     # ------------------------------------------------------------------ databases
 
     def database_path(self, database: str) -> str:
@@ -227,12 +294,17 @@ class Catalog:
 
     def require_database(self, database: str) -> str:
         path = self.database_path(database)
+        self.check_inside(path, "database", check_name(database, "database"))
         if not os.path.isdir(path):
             raise DatabaseNotFoundError(database, self.list_databases())
         return path
 
     def create_database(self, database: str, if_not_exists: bool = False) -> bool:
         path = self.database_path(database)
+        self.check_inside(path, "database", check_name(database, "database"))
+        if os.path.lexists(path) and not os.path.isdir(path):
+            raise AnalysisError(f"Cannot create database `{database}`: {path} exists and is not a folder.",
+                                error_class="SCHEMA_ALREADY_EXISTS", sqlstate="42P06")
         if os.path.isdir(path):
             if if_not_exists:
                 return False
@@ -246,6 +318,9 @@ class Catalog:
         if name == DEFAULT_DATABASE:
             raise AnalysisError("Cannot drop the `default` database.", error_class="UNSUPPORTED_FEATURE.DROP_DATABASE")
         path = self.database_path(name)
+        if self.is_link(path):  # the link is the database's only tie to the warehouse: drop it, nothing under it
+            os.unlink(path)
+            return True
         if not os.path.isdir(path):
             if if_exists:
                 return False
@@ -255,8 +330,8 @@ class Catalog:
             raise AnalysisError(f"Cannot drop database `{name}` because it contains tables ({', '.join(tables)}). "
                                 "Use DROP DATABASE ... CASCADE.", error_class="SCHEMA_NOT_EMPTY", sqlstate="2BP01")
         for table in tables:
-            self.drop_table(self.resolve(ast.TableRef(parts=(name, table)), name))
-        shutil.rmtree(path, ignore_errors=True)
+            self.drop_table(self.resolve(ast.TableRef(parts=(name, table)), name, must_exist=False, links=True))
+        shutil.rmtree(path, ignore_errors=True)  # (rmtree unlinks the links it meets, never follows them)
         return True
 
     # ------------------------------------------------------------------ tables
@@ -284,14 +359,21 @@ class Catalog:
                             error_class="REQUIRES_SINGLE_PART_NAMESPACE", sqlstate="42K05")
 
     def resolve(self, ref: ast.TableRef, current_database: str = DEFAULT_DATABASE, must_exist: bool = True,
-                location: Optional[str] = None) -> TableHandle:
+                location: Optional[str] = None, links: bool = False) -> TableHandle:
         """Resolve a reference to a TableHandle.
 
         ``must_exist=True`` raises TableNotFoundError (with did-you-mean) unless the table has a
         committed version; ``must_exist=False`` resolves the name for CREATE (``location``: the
-        LOCATION clause of a CREATE, which makes the handle external).
+        LOCATION clause of a CREATE, which makes the handle external). ``links=True`` (DROP)
+        accepts a table folder that is a symbolic link out of the warehouse: DROP removes the link.
         """
         if ref.path is not None:
+            if not _absolute_location(ref.path):
+                raise AnalysisError(
+                    f"delta.`{ref.path}` is not an absolute path: a table is addressed by path only with an "
+                    "absolute path or a file: URI (delta.`/data/events`), as in Delta; a name without delta. "
+                    "(`events`, `db.events`) is a table of the warehouse.",
+                    error_class="INVALID_TABLE_PATH", sqlstate="42K05")
             path = local_location(ref.path)
             handle = TableHandle(name=f"delta.`{ref.path}`", path=path, by_path=True,
                                  version=ref.version, timestamp=ref.timestamp)
@@ -300,22 +382,29 @@ class Catalog:
             return handle
         database, table = self.split(ref, current_database)
         db_path = self.database_path(database)
+        self.check_inside(db_path, "database", database)
         if not os.path.isdir(db_path):
             raise DatabaseNotFoundError(database, self.list_databases())
         display = table if database == check_name(current_database, "database") else f"{database}.{table}"
         pointer = os.path.join(db_path, table + _EXTERNAL_SUFFIX)
-        if os.path.exists(pointer):
+        self.check_inside(pointer, "table", display)
+        if os.path.isfile(pointer):
             with open(pointer) as fh:
                 target = json.load(fh)["location"]
             handle = TableHandle(name=display, path=target, database=database, table=table, external=True,
                                  registration=pointer, version=ref.version, timestamp=ref.timestamp)
         elif location is not None and not must_exist:
-            handle = TableHandle(name=display, path=local_location(location), database=database,
+            path = local_location(location)
+            self.check_location(path, display, location)
+            handle = TableHandle(name=display, path=path, database=database,
                                  table=table, external=True, registration=pointer, version=ref.version,
                                  timestamp=ref.timestamp)
         else:
             handle = TableHandle(name=display, path=os.path.join(db_path, table), database=database, table=table,
                                  version=ref.version, timestamp=ref.timestamp)
+            if not (links and self.is_link(handle.path)):
+                self.check_inside(handle.path, "table", display)
+                self.check_inside(os.path.join(handle.path, "_delta_log"), "table", display)
         if must_exist and not handle.exists:
             raise TableNotFoundError(display, self.candidates(database, current_database))
         if not must_exist:
@@ -327,13 +416,13 @@ class Catalog:
         out = []
         try:
             out.extend(self.list_tables(database))
-        except DatabaseNotFoundError:
+        except AnalysisError:  # not found, or a link out of the warehouse: nothing to suggest there
             pass
         for db in self.list_databases():
             if db != database:
                 try:
                     out.extend(f"{db}.{t}" for t in self.list_tables(db))
-                except DatabaseNotFoundError:
+                except AnalysisError:
                     pass
         return out
 
@@ -375,5 +464,9 @@ class Catalog:
             if handle.registration and os.path.exists(handle.registration):
                 os.remove(handle.registration)
             return
-        shutil.rmtree(handle.path, ignore_errors=True)
+        if self.is_link(handle.path):  # the name was a link: forget it, never delete what it points at
+            os.unlink(handle.path.rstrip(os.sep))
+        else:
+            self.check_inside(handle.path, "table", handle.name)  # (never rmtree through a linked ancestor)
+            shutil.rmtree(handle.path, ignore_errors=True)
         forget_log(handle.path)

@@ -100,12 +100,17 @@ def _view_file(catalog, database: str, name: str) -> str:
 
 def read_persistent(catalog, database: str, name: str) -> Optional[ViewDefinition]:
     try:
-        with open(_view_file(catalog, database, name)) as fh:
-            return ViewDefinition.from_json(json.load(fh))
-    except (FileNotFoundError, NotADirectoryError):
-        return None
+        path = _view_file(catalog, database, name)
     except AnalysisError:
         return None  # an invalid name is never a view
+    # a view's file is found through its name: never through a link out of the warehouse
+    catalog.check_inside(os.path.dirname(path), "database", database)
+    catalog.check_inside(path, "view", f"{database}.{name}")
+    try:
+        with open(path) as fh:
+            return ViewDefinition.from_json(json.load(fh))
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
 
 
 def write_persistent(catalog, view: ViewDefinition) -> None:
@@ -153,7 +158,7 @@ def lookup(ctx, ref: ast.TableRef) -> Optional[ViewDefinition]:
 
 def view_exists(catalog, database: str, name: str) -> bool:
     try:
-        return os.path.exists(_view_file(catalog, database, name))
+        return os.path.isfile(_view_file(catalog, database, name))
     except AnalysisError:
         return False
 

@@ -221,7 +221,11 @@ def run(ctx, stmt: ast.ConvertToDelta):
         raise AnalysisError(
             f"CONVERT TO DELTA {ref.name}: isolde converts Parquet folders by path only; use "
             "CONVERT TO DELTA parquet.`/path/to/folder`.", error_class="DELTA_CONVERSION_UNSUPPORTED_TABLE")
-    handle = P.resolve(ctx, ast.TableRef(path=ref.path), must_exist=False)
+    from isolde.executor.catalog import local_location
+
+    # parquet.`path` is an explicit path (a relative one is the working directory's, as in Delta);
+    # only delta.`...` table references must be absolute
+    handle = P.resolve(ctx, ast.TableRef(path=local_location(ref.path)), must_exist=False)
     if handle.exists:
         snap = handle.log.update()
         return QueryResult(columns=[], rows=[],

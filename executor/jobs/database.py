@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import os
 
 from isolde.errors import AnalysisError
 from isolde.executor.jobs import executes
@@ -22,9 +23,14 @@ def run_create_database(ctx, stmt: ast.CreateDatabase) -> QueryResult:
 
 @executes(ast.DropDatabase)
 def run_drop_database(ctx, stmt: ast.DropDatabase) -> QueryResult:
+    path = ctx.catalog.database_path(stmt.name)
+    target = os.path.realpath(path) if ctx.catalog.is_link(path) else None
     dropped = ctx.catalog.drop_database(stmt.name, if_exists=stmt.if_exists, cascade=stmt.cascade)
     if dropped and stmt.name.lower() == ctx.current_database:
         ctx.session._current_database = "default"
+    if dropped and target is not None:
+        return QueryResult(message=f"Database {stmt.name} dropped (it was a symbolic link: the link is removed, "
+                                   f"nothing under {target} is deleted)")
     return QueryResult(message=f"Database {stmt.name} dropped" if dropped else
                        f"Database {stmt.name} does not exist; nothing done.")
 

@@ -20,6 +20,7 @@ DROP TABLE: managed tables lose their folder; external tables only their registr
 from __future__ import annotations
 
 import json
+import os
 
 from pyspark.sql import types as T
 
@@ -337,10 +338,10 @@ def _check_generation_expression(f, names, table) -> None:
 
 @executes(ast.DropTable)
 def run_drop_table(ctx, stmt: ast.DropTable) -> QueryResult:
-    try:
-        handle = ctx.resolve(stmt.table, must_exist=False)
-    except AnalysisError:
-        if stmt.if_exists:
+    try:  # links=True: a table folder that is a symbolic link is dropped by removing the link
+        handle = ctx.catalog.resolve(stmt.table, ctx.current_database, must_exist=False, links=True)
+    except AnalysisError as e:
+        if stmt.if_exists and e.error_class != "NAME_OUTSIDE_WAREHOUSE":  # (a link out exists: say so)
             return QueryResult(message="Table does not exist; nothing done.")
         raise
     if not ctx.catalog.exists(handle):
@@ -348,7 +349,12 @@ def run_drop_table(ctx, stmt: ast.DropTable) -> QueryResult:
             return QueryResult(message=f"Table {handle.name} does not exist; nothing done.")
         raise TableNotFoundError(handle.name, ctx.catalog.candidates(handle.database or ctx.current_database,
                                                                      ctx.current_database))
+    linked = handle.managed and ctx.catalog.is_link(handle.path)
+    target = os.path.realpath(handle.path) if linked else None
     ctx.catalog.drop_table(handle)
+    if linked:
+        return QueryResult(message=f"Table {handle.name} dropped (it was a symbolic link: the link is removed, the "
+                                   f"data at {target} is kept)")
     return QueryResult(message=f"Table {handle.name} dropped" + (" (data kept at its location)"
                                                                   if handle.external else ""))
 

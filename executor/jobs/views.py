@@ -52,6 +52,12 @@ def run_create_view(ctx, stmt: ast.CreateView) -> QueryResult:
 
 @executes(ast.DropView)
 def run_drop_view(ctx, stmt: ast.DropView) -> QueryResult:
+    if stmt.view.parts and not stmt.if_exists:  # a name no view can have: say why, not "not found"
+        from isolde.executor.catalog import check_name
+
+        check_name(stmt.view.parts[-1], "view")
+        if len(stmt.view.parts) == 2:
+            check_name(stmt.view.parts[0], "database")
     view = views.lookup(ctx, stmt.view)
     name = ".".join(stmt.view.parts) if stmt.view.parts else str(stmt.view.path)
     if view is None:
