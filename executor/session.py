@@ -308,7 +308,7 @@ class Session:
         from isolde.grammar.splitter import split_statements
 
         text = path_or_text
-        if "\n" not in path_or_text and ";" not in path_or_text and os.path.exists(path_or_text):
+        if "\n" not in path_or_text and len(path_or_text) < 4096 and os.path.isfile(path_or_text):  # a file, even named a;b.sql
             with open(path_or_text, encoding="utf-8") as fh:
                 text = fh.read()
         results = []

@@ -505,6 +505,10 @@ def test_run_script_reads_the_named_file_and_runs_no_shell(env, monkeypatch):
     env.s.run_script(str(script))
     assert env.rows("SELECT * FROM s") == [(1,)]
     assert not [n for n in os.listdir(env.tmp) if n.startswith("PWNED")]
+    semicolon = env.tmp / "a;b.sql"  # a file name with a ';' is still the file, not SQL text
+    semicolon.write_text("INSERT INTO s VALUES (2);\n")
+    env.s.run_script(str(semicolon))
+    assert env.rows("SELECT * FROM s ORDER BY id") == [(1,), (2,)]
 
 
 # --------------------------------------------------------------------------- no eval, exec or shell
