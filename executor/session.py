@@ -46,8 +46,8 @@ VIEW_PREFIX = "__isolde_"
 
 
 def connect(warehouse: str = "./warehouse", spark=None, master: Optional[str] = None, conf: Optional[dict] = None,
-            start: bool = False) -> "Session":
-    return Session(warehouse=warehouse, spark=spark, master=master, conf=conf, start=start)
+            start: bool = False, warm_up: bool = False) -> "Session":
+    return Session(warehouse=warehouse, spark=spark, master=master, conf=conf, start=start, warm_up=warm_up)
 
 
 def parse_statements(text: str) -> list:
@@ -58,7 +58,7 @@ def parse_statements(text: str) -> list:
 
 class Session:
     def __init__(self, warehouse: str = "./warehouse", spark=None, master: Optional[str] = None,
-                 conf: Optional[dict] = None, start: bool = False):
+                 conf: Optional[dict] = None, start: bool = False, warm_up: bool = False):
         self.catalog = Catalog(warehouse)
         self.warehouse = self.catalog.warehouse
         self._master = master or os.environ.get("ISOLDE_SPARK_MASTER")
@@ -77,8 +77,11 @@ class Session:
         self._closed = False
         self.conf = ConfStore(self, conf)
         self.last_metrics: dict = {}
+        self._warm_up_wanted = warm_up  # executor/warmup.py, once Spark is up
+        self.warm_up = None
         if spark is not None:
             self._started.set()
+            self._start_warm_up()
         elif start:
             self.start()
 
@@ -107,10 +110,23 @@ class Session:
                 register(self._spark)
             except Exception:  # noqa: BLE001 - streaming is optional; read_stream registers again
                 pass
+            self._start_warm_up()  # before ready: whoever waits for Spark finds it started
         except BaseException as e:  # reported by wait_ready
             self._start_error = e
         finally:
             self._started.set()
+
+    def _start_warm_up(self) -> None:
+        if self._warm_up_wanted and self.warm_up is None and not self._closed:
+            from isolde.executor.warmup import WarmUp
+
+            self.warm_up = WarmUp(self._spark).start()
+
+    def _stop_warm_up(self) -> None:
+        """A statement never waits for the warm-up: its jobs are cancelled first."""
+        warm = self.warm_up
+        if warm is not None and warm.running:
+            warm.cancel()
 
     @property
     def ready(self) -> bool:
@@ -133,6 +149,7 @@ class Session:
     def close(self) -> None:
         """Forget the session (the process-wide SparkSession stays up for reuse)."""
         self._closed = True
+        self._stop_warm_up()
 
     def __enter__(self):
         return self
@@ -181,6 +198,7 @@ class Session:
         from isolde.executor.jobs import EXECUTORS, load_all
 
         load_all()
+        self._stop_warm_up()
         runner = EXECUTORS.get(type(stmt))
         if runner is None:
             raise E.AnalysisError(f"{_statement_name(stmt)} is not supported yet.",

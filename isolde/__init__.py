@@ -41,11 +41,15 @@ def is_complete(text: str) -> bool:
     return _is_complete(text)
 
 
-def connect(warehouse: str = "./warehouse", spark=None, master: str | None = None, conf: dict | None = None):
-    """Open a Session on the embedded local Spark (or ``spark=`` / ``master=`` / ISOLDE_SPARK_MASTER)."""
+def connect(warehouse: str = "./warehouse", spark=None, master: str | None = None, conf: dict | None = None,
+            warm_up: bool = False):
+    """Open a Session on the embedded local Spark (or ``spark=`` / ``master=`` / ISOLDE_SPARK_MASTER).
+
+    ``warm_up``: once Spark is up, run isolde's DML path on a throwaway table in the background
+    so the first real statement runs at warm speed (executor/warmup.py; the REPL does this)."""
     from isolde.executor.session import connect as _connect
 
-    return _connect(warehouse=warehouse, spark=spark, master=master, conf=conf)
+    return _connect(warehouse=warehouse, spark=spark, master=master, conf=conf, warm_up=warm_up)
 
 
 def __getattr__(name: str):

@@ -57,6 +57,11 @@ fit_width = true
 # Show a Spark progress bar (stages and tasks) for statements running longer than this
 # many seconds. Negative: never.
 progress_after = 0.5
+
+# Once Spark is up, run isolde's statements on a small throwaway table in the background
+# (a few seconds of CPU) so your first UPDATE / DELETE / MERGE runs at warm speed. A statement
+# you type never waits for it: the warm-up is cancelled first.
+warm_up = true
 """
 
 
@@ -74,6 +79,7 @@ class Settings:
     max_rows: int = 10000
     fit_width: bool = True
     expanded: bool = False
+    warm_up: bool = True
     warnings: list = field(default_factory=list)
 
     @property
@@ -140,7 +146,7 @@ def parse_config(text: str) -> Settings:
     else:
         settings.warnings.append(f"config: unknown format {fmt!r} (use one of {', '.join(FORMATS)})")
     settings.pager = main.get("pager", settings.pager).strip()
-    for key in ("confirm_destructive", "timing", "color", "fit_width"):
+    for key in ("confirm_destructive", "timing", "color", "fit_width", "warm_up"):
         get_bool(key)
     try:
         settings.history_size = max(0, main.getint("history_size"))
