@@ -23,6 +23,7 @@ from pyroaring import BitMap64
 from isolde.errors import ExecutionError
 
 from .actions import DeletionVectorDescriptor
+from .store import storage_error, writing
 
 RBA_MAGIC = 1681511377
 FORMAT_VERSION = 1
@@ -192,7 +193,9 @@ def write_deletion_vectors(
     prefix = "".join(random.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(prefix_length))
     encoded = prefix + z85_encode(file_uuid.bytes)
     directory = os.path.join(_table_root(table_path), prefix) if prefix else _table_root(table_path)
-    os.makedirs(directory, exist_ok=True)
+    unchanged = f"No deletion vector was recorded: the table {_table_root(table_path)} is unchanged."
+    with writing(directory, what="the folder for deletion vector files", consequence=unchanged):
+        os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"deletion_vector_{file_uuid}.bin")
     body = bytearray([FORMAT_VERSION])
     out: dict[object, DeletionVectorDescriptor] = {}
@@ -202,11 +205,35 @@ def write_deletion_vectors(
         offset = len(body)
         body += struct.pack(">i", len(payload)) + payload + struct.pack(">I", zlib.crc32(payload) & 0xFFFFFFFF)
         out[key] = DeletionVectorDescriptor("u", encoded, len(payload), len(bitmap), offset=offset)
-    with open(path, "xb") as fh:
-        fh.write(body)
-        fh.flush()
-        os.fsync(fh.fileno())
+    _write_new_file(path, bytes(body), unchanged)
     return out
+
+
+def _write_new_file(path: str, body: bytes, consequence: str) -> None:
+    """Create ``path`` with ``body``, fsynced. A write the file system refuses (disk full,
+    permission denied) removes the partial file and raises StorageError naming it."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except (FileExistsError, FileNotFoundError):
+        raise
+    except OSError as e:
+        raise storage_error(e, path, what="a deletion vector file", consequence=consequence) from e
+    try:
+        view = memoryview(body)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except BaseException as e:
+        os.close(fd)
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        if isinstance(e, OSError) and not isinstance(e, (FileExistsError, FileNotFoundError)):
+            raise storage_error(e, path, what="a deletion vector file",
+                                consequence=consequence + " The partial file was removed.") from e
+        raise
+    os.close(fd)
 
 
 def write_deletion_vector(table_path: str, rows: Iterable[int] | BitMap64, *, inline: bool = False) -> DeletionVectorDescriptor:
