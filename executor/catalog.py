@@ -216,8 +216,19 @@ def foreign_entries(path: str) -> list[str]:
         names = sorted(n for n in os.listdir(path) if not n.startswith("."))
     except (FileNotFoundError, NotADirectoryError):
         return []
+    names = [n for n in names if not (n == "_delta_log" and _empty_log(os.path.join(path, n)))]
     leased = leases.leased_paths(path) if names else []
     return [n for n in names if not _only_leased(os.path.join(os.path.abspath(path), n), leased)]
+
+
+def _empty_log(folder: str) -> bool:
+    """A ``_delta_log`` without a single visible file: what a CREATE whose version 0 could not be
+    written (full disk, no permission) leaves; it holds no table and nobody's data."""
+    try:
+        return os.path.isdir(folder) and not os.path.islink(folder) and \
+            not any(not n.startswith(".") for n in os.listdir(folder))
+    except OSError:
+        return False
 
 
 def _only_leased(full: str, leased: list) -> bool:

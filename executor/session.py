@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import errno
 import os
 import re
 import threading
@@ -498,6 +499,9 @@ def translate_exception(e: BaseException, ctx=None) -> E.IsoldeError:
         sqlstate = e.getSqlState()
     except Exception:
         pass
+    storage = _storage_failure(e, error_class, params)
+    if storage is not None:
+        return storage
     spark_cause = None
     if (error_class is None or error_class in WRAPPER_CLASSES) and _java_throwable(e) is not None:
         # "Exception thrown in awaitResult", an ExecutionException, a stage-materialisation
@@ -548,6 +552,38 @@ WRAPPER_CLASSES = frozenset({"STAGE_MATERIALIZATION_MULTIPLE_FAILURES", "TASK_WR
 #: Java exceptions that only wrap their cause (message text to skip when there is no class)
 _WRAPPER_MESSAGES = ("Exception thrown in awaitResult", "java.util.concurrent.ExecutionException",
                      "java.util.concurrent.CompletionException")
+
+
+#: what a Java I/O error says -> its errno (a Spark task's write failing on the disk or the folder)
+_IO_FAILURES = (("No space left on device", errno.ENOSPC), ("Disk quota exceeded", errno.EDQUOT),
+                ("Permission denied", errno.EACCES), ("Read-only file system", errno.EROFS))
+
+
+def _storage_failure(e, error_class, params) -> Optional[E.IsoldeError]:
+    """A Spark data write that failed on the file system (full disk, no permission): Spark's
+    TASK_WRITE_FAILED names only the task; the Java I/O error down its cause chain says why. It
+    becomes the same StorageError the log's own writes raise (executor/log/store.py)."""
+    if (error_class is not None and error_class not in WRAPPER_CLASSES) or _java_throwable(e) is None:
+        return None
+    path = str((params or {}).get("path") or "")
+    found = None
+    for t in _causes(_java_throwable(e), limit=32):
+        try:
+            if t.getCondition() == "TASK_WRITE_FAILED":
+                path = str(dict(t.getMessageParameters() or {}).get("path") or path)
+        except Exception:
+            pass
+        try:
+            text = str(t.getMessage() or "")
+        except Exception:
+            continue
+        found = found or next((code for words, code in _IO_FAILURES if words in text), None)
+    if found is None:
+        return None
+    from isolde.executor.log.store import storage_error
+
+    return storage_error(OSError(found, os.strerror(found)), path.removeprefix("file:") or "the table's folder",
+                         what="this write's data files", consequence="Nothing was committed: the table is unchanged.")
 
 
 def _java_throwable(e):

@@ -604,14 +604,21 @@ class DeltaLog:
         sidecar_dir = os.path.join(self.log_path, SIDECAR_DIR)
         parts = sidecar_tables(snap.all_files, tombstones)
         sidecars = []
-        for i, part in enumerate(parts, start=1):
-            name = sidecar_name(snap.version, i, len(parts))
-            body = checkpoint_bytes(part)
-            if i == 1:
-                self.store.mkdirs(sidecar_dir)
-            full = os.path.join(sidecar_dir, name)
-            self.store.put_if_absent(full, body)
-            sidecars.append(sidecar_action(name, len(body), self.store.status(full).modification_time))
+        written: list[str] = []
+        try:
+            for i, part in enumerate(parts, start=1):
+                name = sidecar_name(snap.version, i, len(parts))
+                body = checkpoint_bytes(part)
+                if i == 1:
+                    self.store.mkdirs(sidecar_dir)
+                full = os.path.join(sidecar_dir, name)
+                self.store.put_if_absent(full, body)
+                written.append(full)
+                sidecars.append(sidecar_action(name, len(body), self.store.status(full).modification_time))
+        except OSError:  # a full disk midway: no top-level file will reference these
+            for full in written:
+                self.store.delete(full)
+            raise
         sidecar_actions = sum(p.num_rows for p in parts)
         sidecar_bytes = sum(s["sizeInBytes"] for s in sidecars)
         cp_meta = checkpoint_metadata_action(snap.version, sidecar_actions=sidecar_actions,
@@ -624,7 +631,12 @@ class DeltaLog:
         body = checkpoint_bytes(top)
         name = v2_checkpoint_name(snap.version)
         path = os.path.join(self.log_path, name)
-        self.store.put_if_absent(path, body)
+        try:
+            self.store.put_if_absent(path, body)
+        except OSError:  # the top-level file did not fit: its sidecars are nobody's
+            for full in written:
+                self.store.delete(full)
+            raise
         non_file = [{"protocol": snap.protocol.to_dict()}, {"metaData": snap.metadata.to_dict()}]
         non_file += [{"txn": t.to_dict()} for t in snap.set_transactions.values()]
         non_file += [{"domainMetadata": d.to_dict()} for d in snap.domain_metadata.values() if not d.removed]
