@@ -21,6 +21,18 @@ from pyspark.sql import types as T
 from isolde.errors import AnalysisError, InvalidPropertyError
 from isolde.grammar import ast
 
+
+def quoted(name: str) -> str:
+    """``name`` as one Spark SQL identifier: backquoted, its backquotes doubled."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def column(name: str):
+    """``F.col`` of a column named exactly ``name`` (dots, backquotes and all)."""
+    from pyspark.sql import functions as F
+
+    return F.col(quoted(name))
+
 IDENTITY_START = "delta.identity.start"
 IDENTITY_STEP = "delta.identity.step"
 IDENTITY_HWM = "delta.identity.highWaterMark"

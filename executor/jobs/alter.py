@@ -419,7 +419,7 @@ def sync_identity(ctx, stmt: ast.SyncIdentity):
     from isolde.executor.scan import scan
 
     df = scan(ctx, snap, handle.path)
-    agg = (F.max if step > 0 else F.min)(F.col(f"`{f.name}`")).alias("v")
+    agg = (F.max if step > 0 else F.min)(S.column(f.name)).alias("v")
     value = df.agg(agg).collect()[0][0]
     if value is None or (step > 0 and value < start) or (step < 0 and value > start):
         return _noop(f"{handle.name}.{f.name} holds no value past the identity start; the high-water mark is unchanged.")

@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+from isolde.executor import schema as S
+
 #: sampled rows per group: about 30 per range of 1,023, and 375 per file of 80
 SAMPLE_ROWS = 30_000
 #: range ids per column are capped at 2**MAX_RANGE_BITS (Delta's default is 1,000 ranges)
@@ -57,8 +59,8 @@ def with_stable_row_ids(df, files: Sequence, keys: Sequence[str], hidden: tuple[
     base_of, version_of = file_value(keys, bases), file_value(keys, versions)
     base = F.when(base_of >= 0, base_of + F.col(ROW_COL))
     default_version = F.when(version_of >= 0, version_of)
-    return df.withColumn(row_id, F.coalesce(F.col(f"`{row_id}`"), base)) \
-        .withColumn(version, F.coalesce(F.col(f"`{version}`"), default_version))
+    return df.withColumn(row_id, F.coalesce(S.column(row_id), base)) \
+        .withColumn(version, F.coalesce(S.column(version), default_version))
 
 
 def curve_ordered(df, columns: Sequence[str], out_columns: Sequence[str], *, curve: str, num_files: int,
@@ -71,7 +73,7 @@ def curve_ordered(df, columns: Sequence[str], out_columns: Sequence[str], *, cur
     from isolde.executor.jobs import curve_keys, curves
 
     fraction = min(1.0, SAMPLE_ROWS / max(1, live_rows))
-    sample = df.select(*[F.col(f"`{c}`") for c in columns])
+    sample = df.select(*[S.column(c) for c in columns])
     if fraction < 1.0:
         sample = sample.sample(withReplacement=False, fraction=fraction, seed=seed)
     rows = sample.collect()
@@ -95,4 +97,4 @@ def curve_ordered(df, columns: Sequence[str], out_columns: Sequence[str], *, cur
         df = df.repartitionById(len(cuts) + 1, F.col("__isolde_file") - 1)
     else:
         df = df.coalesce(1)
-    return df.sortWithinPartitions(key).select(*[F.col(f"`{c}`") for c in out_columns])
+    return df.sortWithinPartitions(key).select(*[S.column(c) for c in out_columns])

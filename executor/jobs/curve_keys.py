@@ -21,6 +21,8 @@ import functools
 
 import numpy as np
 
+from isolde.executor import schema as S
+
 #: clustering takes at most this many columns through the Hilbert table (4 in Delta)
 MAX_HILBERT_DIMS = 5
 
@@ -131,7 +133,7 @@ def with_hilbert_key(df, range_id_columns: list[str], bits: int, out_column: str
 
     n = len(range_id_columns)
     if n == 1:
-        return df.withColumn(out_column, F.col(f"`{range_id_columns[0]}`").cast("long"))
+        return df.withColumn(out_column, S.column(range_id_columns[0]).cast("long"))
     table, state_bits = hilbert_table(n)
     if n * bits + state_bits > 63:
         raise ValueError(f"{n} columns x {bits} bits do not fit a Hilbert key")
@@ -142,7 +144,7 @@ def with_hilbert_key(df, range_id_columns: list[str], bits: int, out_column: str
     for level in range(bits - 1, -1, -1):
         corner = None
         for j, c in enumerate(range_id_columns):
-            bit = F.shiftleft(F.shiftright(F.col(f"`{c}`").cast("long"), level).bitwiseAND(1), j)
+            bit = F.shiftleft(F.shiftright(S.column(c).cast("long"), level).bitwiseAND(1), j)
             corner = bit if corner is None else corner.bitwiseOR(bit)
         index = (F.col(acc).bitwiseAND(mask) * (1 << n) + corner).cast("int")
         entry = F.get(literal, index).cast("long")

@@ -212,7 +212,7 @@ def _bin_pack_groups(ctx, handle, snap, bins, hidden):
             if hidden:
                 df = with_stable_row_ids(df, files, [keys[f.path] for f in files], hidden)
             return df.coalesce(1).sortWithinPartitions(F.col(FILE_KEY_COL), F.col(ROW_COL)).select(
-                *[F.col(f"`{c}`") for c in columns])
+                *[S.column(c) for c in columns])
         return build
 
     return bins, [(dict(b[0].partition_values or {}), rows_of(b)) for b in bins]

@@ -164,7 +164,7 @@ def _positions(table_path: str, dv):
 def _version_changes(ctx, snap, table_path: str, struct, actions: list) -> Optional[DataFrame]:
     """The change rows (table columns + _change_type) of one commit; None when it has none."""
     spark = ctx.spark
-    cols = [F.col(f"`{f.name}`") for f in struct.fields]
+    cols = [S.column(f.name) for f in struct.fields]
     cdcs = [a for a in actions if isinstance(a, AddCDCFile)]
     if cdcs:
         with_type = cdf.Viewed(snap, cdf.with_change_type(snap.metadata))
@@ -218,7 +218,7 @@ def table_changes(ctx, handle, start: Bound, end: Bound = None) -> DataFrame:
         rows = _version_changes(ctx, snap, handle.path, struct, actions)
         if rows is None:
             continue
-        parts.append(rows.select(*[F.col(f"`{f.name}`") for f in struct.fields], F.col(cdf.CHANGE_TYPE),
+        parts.append(rows.select(*[S.column(f.name) for f in struct.fields], F.col(cdf.CHANGE_TYPE),
                                  F.lit(version).cast("long").alias(cdf.COMMIT_VERSION),
                                  F.expr(f"timestamp_millis({int(stamps[version])})").alias(cdf.COMMIT_TIMESTAMP)))
     if not parts:
