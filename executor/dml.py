@@ -311,7 +311,8 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
                   inserted: Optional[DataFrame] = None, *, changed_rows: Optional[dict] = None,
                   metadata=None, changes_for: Optional[Callable] = None,
                   views: Optional["TempViews"] = None, changes_by_partition: Optional[Callable] = None,
-                  deleted_rows: Optional[dict] = None, changed_only: bool = False) -> ChangeSet:
+                  deleted_rows: Optional[dict] = None, changed_only: bool = False,
+                  positions: Optional[dict] = None) -> ChangeSet:
     """Write the files and build the actions for one DML statement.
 
     ``touched``: AddFile.path -> AddFile of every file with changed rows; ``changed_rows``:
@@ -339,6 +340,8 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
     ``changed_only``: ``changes`` is exactly the changed rows, materialised (what the
     deletion-vector plans of UPDATE / DELETE / MERGE hand over): the vectors' positions and
     the written rows both come from it, and a write that only deletes writes no file.
+    ``positions``: the changed rows' positions per file (``changed_positions``), when the
+    statement already collected them: no second job for the vectors.
     """
     from isolde.executor.writer import BackgroundWrite, remove_written, conform, write_files
 
@@ -465,8 +468,10 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
         from pyroaring import BitMap64
 
         rows: dict[str, BitMap64] = {p: BitMap64() for p in dv_files}
-        for path, positions in changed_positions(changes, dv_files).items():
-            rows[path].update(positions)
+        found = changed_positions(changes, dv_files) if positions is None else positions
+        for path in dv_files:
+            if path in found:
+                rows[path].update(found[path])
         for p in dv_files:
             old = touched[p].deletion_vector
             if old is not None:
@@ -528,14 +533,21 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
     return out
 
 
-def changed_positions(changes: DataFrame, paths: list) -> dict:
+def changed_positions(changes: DataFrame, paths: Optional[list] = None) -> dict:
     """AddFile.path -> numpy array of the row positions in it that ``changes`` updates or
-    deletes (one Arrow collect; a Row per position costs ~5 us in Python)."""
+    deletes, for the files ``paths`` (default: all) (one Arrow collect; a Row per position
+    costs ~5 us in Python)."""
+    changing = F.col(ACTION_COL) != KEEP
+    if paths is not None:
+        changing = F.col(FILE_COL).isin(paths) & changing
+    return positions_by_file(changes.filter(changing).select(FILE_COL, ROW_COL).toArrow())
+
+
+def positions_by_file(table) -> dict:
+    """An Arrow table of (FILE_COL, ROW_COL) rows as AddFile.path -> numpy uint64 positions."""
     import numpy as np
     import pyarrow.compute as pc
 
-    table = (changes.filter(F.col(FILE_COL).isin(paths) & (F.col(ACTION_COL) != KEEP))
-             .select(FILE_COL, ROW_COL).toArrow())
     out = {}
     if table.num_rows == 0:
         return out
@@ -617,8 +629,10 @@ class TempViews:
         self.names: list[str] = []
         self.materialised: list = []
 
-    def checkpoint(self, df: DataFrame) -> DataFrame:
-        df = df.localCheckpoint(eager=True)
+    def checkpoint(self, df: DataFrame, eager: bool = True) -> DataFrame:
+        """``df`` materialised for the statement; ``eager=False`` leaves the filling to the first
+        job that reads it (a job less when that job is needed anyway)."""
+        df = df.localCheckpoint(eager=eager)
         self.materialised.append(df)
         return df
 
@@ -1058,14 +1072,20 @@ def run_update_delete(ctx, stmt, is_update: bool):
         if nondet:
             flagged = views.checkpoint(flagged)
         dv_only = target.deletion_vectors  # every touched file takes a deletion vector (choose_mode)
+        positions = None
         if dv_only:
-            # the changed rows (positions and new values) are all the write needs: one scan,
-            # materialised, then counted per file
-            changed_rows = views.checkpoint(changes_over(flagged.filter(c)))
-            counts = changed_rows.groupBy(FILE_COL).count().collect()
+            # the changed rows (positions and new values) are all the write needs. ONE job finds
+            # them and brings their positions to the driver, where they are counted per file (no
+            # count job); an UPDATE's rows are kept (a lazy checkpoint, filled by that job) for
+            # its write, a DELETE writes no row (its change feed re-reads ``flagged``)
+            changed_rows = changes_over(flagged.filter(c))
+            if is_update:
+                changed_rows = views.checkpoint(changed_rows, eager=False)
+            positions = changed_positions(changed_rows)
+            changed = {p: len(rows) for p, rows in positions.items()}
         else:
             counts = flagged.filter("__isolde_c").groupBy(FILE_COL).count().collect()
-        changed = {r[0]: int(r[1]) for r in counts}
+            changed = {r[0]: int(r[1]) for r in counts}
         touched = {p: by_path[p] for p in changed}
         n_changed = sum(changed.values())
         scanned = time.time()
@@ -1102,7 +1122,8 @@ def run_update_delete(ctx, stmt, is_update: bool):
         change = apply_changes(ctx, target, changes, touched, changed_rows=changed,
                                changes_for=None if nondet or moves else changes_in,
                                changes_by_partition=None if nondet or moves or subquery else changes_by_partition,
-                               deleted_rows={} if is_update else changed, changed_only=dv_only)
+                               deleted_rows={} if is_update else changed, changed_only=dv_only,
+                               positions=positions)
         change.absorb(whole)
         if cdf.enabled(target.metadata):  # the changed rows (and those of files removed whole)
             rows = cdf.update_delete_rows(flagged.filter(c), struct, sel, is_update)

@@ -52,6 +52,10 @@ MAP_LOOKUP_MAX_FILES = 48
 # Past DV_BITMAP_MAX_BYTES of words, and if the deleted rows' keys (16 bytes each) would be
 # smaller, the anti join is used: a sparse vector over a huge table.
 DV_BITMAP_MAX_BYTES = 64 << 20
+# Up to this many deleted rows (all files of a scan together) are tested as literals
+# (``row IN (...)`` per file ordinal): no broadcast, so no broadcast job. Point statements run
+# one job fewer each (issue 23); Spark turns the IN list into a hash set past 10 values.
+DV_INLINE_MAX_ROWS = 128
 _ORD = "_isolde_ord"
 _WORDS = "_isolde_dv_words"
 # ``scan_by_partition`` reads up to this many files as one scan, a task per file (when that
@@ -315,6 +319,11 @@ class DeletedRows:
 
     def drop_from(self, spark, df: DataFrame) -> DataFrame:
         """``df`` (with ``_ORD`` and ``ROW_COL``) without the deleted rows, and without ``_ORD``."""
+        if self.cardinality <= DV_INLINE_MAX_ROWS:
+            # a few deleted rows: a literal test per row, no table to broadcast (a job less)
+            cases = " ".join(f"WHEN {o} THEN {ROW_COL} IN ({', '.join(map(str, r.tolist()))})"
+                             for o, r in sorted(self.rows.items()))
+            return df.filter(f"NOT coalesce(CASE {_ORD} {cases} ELSE false END, false)").drop(_ORD)
         if not self.use_bitmaps():
             keys = _arrow_df(spark, self.keys_table())
             return df.join(F.broadcast(keys), on=[_ORD, ROW_COL], how="left_anti").drop(_ORD)

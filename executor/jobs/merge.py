@@ -31,9 +31,11 @@ vectors, the updated rows and the matched source rows all come from there.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from dataclasses import dataclass
+from typing import Optional
 
 import sqlglot.expressions as exp
 from pyspark.sql import functions as F
@@ -141,7 +143,107 @@ def _comparison_types(spark, src_view: str, s_alias: str, keys, target_types: di
     return out
 
 
-def _summarise_source(spark, src_view: str, s_alias: str, keys, target_types: dict) -> SourceSummary:
+# LOCAL_SOURCE_ROWS: a source Spark already holds on the driver (VALUES, a small local DataFrame) of
+# at most this many rows is taken as it is, with row ids added on the driver: no materialising job,
+# and its summary is computed from its rows there (no aggregate jobs). A point upsert went from
+# 12 Spark jobs to 4.
+LOCAL_SOURCE_ROWS = 10_000
+# key comparison types whose equality and order in Python are Spark's (no NaN, no collation)
+_DRIVER_TYPES = ("TINYINT", "SMALLINT", "INT", "BIGINT", "STRING", "DATE", "TIMESTAMP", "TIMESTAMP_NTZ", "BOOLEAN")
+# a MERGE whose matched source rows are at most this many drops them from the inserts with a
+# literal NOT IN (no broadcast job); more take the broadcast anti join
+NOT_IN_SIDS = 256
+
+
+def _arrow_safe(dt) -> bool:
+    """Does a value of this Spark type go through Arrow and back to the same type and value?"""
+    if isinstance(dt, T.StructType):
+        return all(_arrow_safe(f.dataType) for f in dt.fields)
+    if isinstance(dt, T.ArrayType):
+        return _arrow_safe(dt.elementType)
+    if isinstance(dt, T.MapType):
+        return _arrow_safe(dt.keyType) and _arrow_safe(dt.valueType)
+    return isinstance(dt, (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType,
+                           T.DoubleType, T.DecimalType, T.StringType, T.BinaryType, T.DateType, T.TimestampType,
+                           T.TimestampNTZType)) and not isinstance(dt, (T.CharType, T.VarcharType))
+
+
+_FLAT_TYPES = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
+               T.DecimalType, T.StringType, T.BinaryType, T.DateType)
+
+
+def _rows_as_arrow(src_df):
+    """A local relation's rows as an Arrow table. Flat columns of types whose Python values
+    are exact (no TIMESTAMP: those come back in the Python process's zone) are collected as
+    Rows, which a local relation hands over without a Spark job; else ``toArrow`` (one job)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    fields = src_df.schema.fields
+    if not all(isinstance(f.dataType, _FLAT_TYPES) and not isinstance(f.dataType, (T.CharType, T.VarcharType))
+               for f in fields):
+        return src_df.toArrow()
+    rows = src_df.collect()
+    types = [to_arrow_type(f.dataType) for f in fields]
+    arrays = [pa.array([r[i] for r in rows], type=types[i]) for i in range(len(fields))]
+    schema = pa.schema([pa.field(f.name, ty, nullable=f.nullable) for f, ty in zip(fields, types)])
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _local_source(spark, src_df):
+    """``src_df`` with the SRC_FLAG and SID columns as a new local relation, when Spark holds its
+    rows on the driver already (at most LOCAL_SOURCE_ROWS, types that round-trip through Arrow);
+    else None. Its row ids are literals: every pass sees the same rows with the same ids, as
+    with a checkpoint, and projections / filters of it run without a Spark job."""
+    import pyarrow as pa
+
+    try:
+        plan = src_df._jdf.queryExecution().optimizedPlan()
+        if plan.getClass().getSimpleName() != "LocalRelation" or plan.data().size() > LOCAL_SOURCE_ROWS:
+            return None
+        if not all(_arrow_safe(f.dataType) for f in src_df.schema.fields):
+            return None
+        table = _rows_as_arrow(src_df)
+        n = table.num_rows
+        table = table.append_column(pa.field(SRC_FLAG, pa.bool_(), nullable=False), pa.array([True] * n, pa.bool_()))
+        table = table.append_column(pa.field(SID, pa.int64(), nullable=False), pa.array(range(n), pa.int64()))
+        out = spark.createDataFrame(table)
+        if out.schema[: len(src_df.schema.fields)] != src_df.schema:
+            return None
+        return out
+    except Exception:
+        return None
+
+
+def _driver_rows(spark, src_view: str, s_alias: str, values: list, usable) -> Optional[list]:
+    """The summary's key values of a local source, one tuple per source row (no Spark job: a
+    projection of a local relation is evaluated on the driver); None when a key's type is not
+    one whose equality and order Python shares."""
+    if not all(t.upper() in _DRIVER_TYPES or re.fullmatch(r"DECIMAL\(\d+,\s*\d+\)", t.upper()) for _, t in usable):
+        return None
+    rows = spark.sql(f"SELECT {', '.join(values) or '1'} FROM {src_view} AS {q(s_alias)}").collect()
+    return [tuple(r) if values else () for r in rows]
+
+
+def _summary_row(rows: list, n_keys: int, all_typed: bool) -> tuple:
+    """The aggregate row ``_summarise_source`` asks Spark for, computed from the key tuples;
+    also each key's distinct values."""
+    out = [len(rows)]
+    sets = []
+    for i in range(n_keys):
+        values = [r[i] for r in rows if r[i] is not None]
+        distinct = set(values)
+        sets.append(distinct)
+        out += [len(distinct), min(values) if values else None, max(values) if values else None,
+                int(len(values) < len(rows))]
+    if all_typed:
+        full = [r for r in rows if all(x is not None for x in r)]
+        out += [len(set(full)), len(full)]
+    return tuple(out), sets
+
+
+def _summarise_source(spark, src_view: str, s_alias: str, keys, target_types: dict,
+                      local: bool = False) -> SourceSummary:
     from isolde.planner.predicates import TimestampMicros as _Micros
     from isolde.planner.scope import KeyRange
 
@@ -160,7 +262,11 @@ def _summarise_source(spark, src_view: str, s_alias: str, keys, target_types: di
         # the key tuple in the comparison's types (a cast to the same type is removed by Spark)
         exprs += [f"count(DISTINCT {', '.join(typed)})",
                   "count_if(" + " AND ".join(f"{t} IS NOT NULL" for t in typed) + ")"]
-    row = spark.sql(f"SELECT {', '.join(exprs)} FROM {src_view} AS {q(s_alias)}").collect()[0]
+    driver = _driver_rows(spark, src_view, s_alias, values, usable) if local else None
+    if driver is not None:
+        row, driver_sets = _summary_row(driver, len(usable), all_typed)
+    else:
+        row = spark.sql(f"SELECT {', '.join(exprs)} FROM {src_view} AS {q(s_alias)}").collect()[0]
     n_source = int(row[0])
     out = {}
     to_collect = []
@@ -182,8 +288,11 @@ def _summarise_source(spark, src_view: str, s_alias: str, keys, target_types: di
     unique = all_typed and not null_safe_with_nulls and row[-2] == row[-1]
     if to_collect:
         # every set is known to hold at most KEY_SET_LIMIT values: one bounded job for all keys
-        sets = ", ".join(f"collect_set({values[i]})" for i, _, _ in to_collect)
-        got = spark.sql(f"SELECT {sets} FROM {src_view} AS {q(s_alias)}").collect()[0]
+        if driver is not None:
+            got = [list(driver_sets[i]) for i, _, _ in to_collect]
+        else:
+            sets = ", ".join(f"collect_set({values[i]})" for i, _, _ in to_collect)
+            got = spark.sql(f"SELECT {sets} FROM {src_view} AS {q(s_alias)}").collect()[0]
         for (i, k, has_null), collected in zip(to_collect, got):
             if usable[i][1].upper() == "TIMESTAMP":
                 collected = [_Micros(x) for x in collected]
@@ -216,6 +325,87 @@ def _source_per_partition(views, src_df, pairs_df, touched: dict):
             return views.add(rows.filter(F.col("__isolde_g") == index[key]).drop("__isolde_g"), "matched_part")
 
     return view_of
+
+
+def _cardinality_error(target) -> MergeCardinalityError:
+    return MergeCardinalityError(
+        "Cannot perform Merge as multiple source rows matched and attempted to modify the same "
+        f"target row in the Delta table `{target.name}` in possibly conflicting ways. By SQL "
+        "semantics of Merge, when multiple source rows match on the same target row, the result "
+        "may be ambiguous as it is unclear which source row should be used to update or delete "
+        "the matching target row. You can preprocess the source table to eliminate the "
+        "possibility of multiple matches.")
+
+
+class _Pairs:
+    """Pass 1's (file, row, source row id, acting clause) pairs on the driver (an Arrow table),
+    and what the plan needs from them: what the per-file GROUP BY computed in Spark.
+
+    A target row is one row per pair when the source's keys are unique, else its pairs are
+    grouped: its clause is the largest acting one (at most one acts unless a lone DELETE)."""
+
+    def __init__(self, table, unique_keys: bool):
+        import numpy as np
+
+        table = table.sort_by([(FILE_COL, "ascending"), (ROW_COL, "ascending")])
+        coded = table.column(FILE_COL).combine_chunks().dictionary_encode()
+        self.names = coded.dictionary.to_pylist()
+        files = coded.indices.to_numpy(zero_copy_only=False).astype(np.int64)  # a file's code
+        rows = table.column(ROW_COL).combine_chunks().to_numpy(zero_copy_only=False).astype(np.int64)
+        self.sids = table.column("sid").combine_chunks().drop_null().to_numpy(zero_copy_only=False).astype(np.int64)
+        self.n_matched = len(self.sids)  # pairs with a source row
+        cl = table.column(CLAUSE).combine_chunks().fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        n = len(cl)
+        first = np.ones(n, dtype=bool)
+        if not unique_keys and n:  # a row's pairs are adjacent: a new row starts where (file, row) changes
+            first[1:] = (files[1:] != files[:-1]) | (rows[1:] != rows[:-1])
+        starts = np.flatnonzero(first)
+        if n:
+            self.n_act = np.add.reduceat((cl >= 0).astype(np.int64), starts)
+            self.n_all = np.diff(np.append(starts, n))
+            self.cl = np.maximum.reduceat(np.where(cl >= 0, cl, -1), starts)
+        else:
+            self.n_act = self.n_all = self.cl = np.zeros(0, dtype=np.int64)
+        self.files, self.rows = files[starts], rows[starts]  # one entry per target row, by file
+        self.max_act = int(self.n_act.max()) if n else 0
+
+    def matched_sids(self) -> list:
+        """The distinct source row ids that matched a target row, sorted."""
+        import numpy as np
+
+        return [int(x) for x in np.unique(self.sids)]
+
+    def _by_file(self):
+        """(file, start, end) of each file's run of target rows."""
+        import numpy as np
+
+        n = len(self.files)
+        if not n:
+            return []
+        cut = np.flatnonzero(np.append(True, self.files[1:] != self.files[:-1]))
+        ends = np.append(cut[1:], n)
+        return [(self.names[self.files[s]], int(s), int(e)) for s, e in zip(cut, ends)]
+
+    def per_file(self, update_idx, delete_idx) -> dict:
+        """file -> (rows updated, rows deleted, most pairs of one row)."""
+        import numpy as np
+
+        upd = (self.n_act > 0) & np.isin(self.cl, update_idx or [-2])
+        dele = (self.n_act > 0) & np.isin(self.cl, delete_idx or [-2])
+        return {f: (int(upd[s:e].sum()), int(dele[s:e].sum()), int(self.n_all[s:e].max()))
+                for f, s, e in self._by_file()}
+
+    def positions(self, changing_idx) -> dict:
+        """file -> positions of its rows an UPDATE or DELETE clause acts on (``changed_positions``)."""
+        import numpy as np
+
+        act = (self.n_act > 0) & np.isin(self.cl, changing_idx or [-2])
+        out = {}
+        for f, s, e in self._by_file():
+            mine = self.rows[s:e][act[s:e]]
+            if len(mine):
+                out[f] = mine.astype(np.uint64)
+        return out
 
 
 def _clause_case(indexed) -> str:
@@ -262,8 +452,12 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     src_struct = src_df.schema
     # materialised once, with a row id: every pass sees the same rows (non-deterministic sources
     # too), a source query runs once, and pass 1 can say which source rows matched
-    src_df = views.checkpoint(src_df.select("*", F.lit(True).alias(SRC_FLAG),
-                                            F.monotonically_increasing_id().alias(SID)))
+    local = _local_source(spark, src_df)
+    if local is not None:
+        src_df = local
+    else:
+        src_df = views.checkpoint(src_df.select("*", F.lit(True).alias(SRC_FLAG),
+                                                F.monotonically_increasing_id().alias(SID)))
     src_view = views.add(src_df, "source")
     materialized = time.time()
 
@@ -281,7 +475,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     # ---- scope
     types = target.column_types
     keys = merge_join_keys(stmt, types, stmt.target_alias, src_cols)
-    summary = _summarise_source(spark, src_view, s_alias, keys, types)
+    summary = _summarise_source(spark, src_view, s_alias, keys, types, local=local is not None)
     key_values, n_source = summary.key_values, summary.rows
     scope = conflict_scope(stmt, types, target.partition_columns, stmt.target_alias, key_values,
                            source_columns=src_cols, **target.scope_flags(),
@@ -403,6 +597,8 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     touched: dict = {}
     changed: dict = {}
     deleted: dict = {}  # per touched file, the rows deleted from it
+    positions = None  # per touched file, the changed rows' positions, when pass 1 collected them
+    matched_sid_values = None  # the matched source row ids, when pass 1 collected them
     upd_total = del_total = 0
     max_all = 0
     moves = False  # some row changes partition: rows cannot be written per source partition
@@ -445,8 +641,10 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                 f"FROM {tv_all} AS {ta} {join} {src_view} AS {sa} ON ({on})")
             if by_source:
                 pass1_rows = pass1_rows.filter(f"sid IS NOT NULL OR {CLAUSE} >= 0")
+            # (filled lazily by the job that brings the pairs to the driver, when one follows)
             pass1_rows = views.checkpoint(pass1_rows.select(*[acting_value(f).alias(f.name) for f in struct.fields],
-                                                            FILE_COL, ROW_COL, "sid", CLAUSE))
+                                                            FILE_COL, ROW_COL, "sid", CLAUSE),
+                                          eager=not (matched or by_source))
             pairs_df = pass1_rows.select(F.col(FILE_COL).alias("f"), F.col(ROW_COL).alias("r"), "sid",
                                          F.col(CLAUSE).alias("cl"), F.lit(False).alias("mv"))
         else:
@@ -479,7 +677,25 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                        "max(IF(cl >= 0, cl, NULL)) AS cl, max(IF(cl >= 0 AND mv, 1, 0)) AS mv, "
                        "count(sid) AS m, 1 AS n FROM {pairs} GROUP BY f, r")
         matched_sids = pairs_df.filter("sid IS NOT NULL").select("sid")
-        if matched or by_source:
+        if single_pass and (matched or by_source):
+            # ONE job brings the pairs to the driver (the rows the vectors need anyway): the
+            # per-file counts, the cardinality check and the matched source rows come from there
+            pairs = _Pairs(pass1_rows.select(FILE_COL, ROW_COL, "sid", CLAUSE).toArrow(), summary.unique_keys)
+            positions = pairs.positions(update_idx + delete_idx)
+            matched_sid_values = pairs.matched_sids()
+            n_matched = pairs.n_matched
+            lone_delete = len(matched) == 1 and _kind(matched[0][1]) == "delete" and matched[0][1].condition is None
+            if pairs.max_act > 1 and not lone_delete:
+                raise _cardinality_error(target)
+            for f, (upd, dele, m_all) in pairs.per_file(update_idx, delete_idx).items():
+                if upd or dele:
+                    touched[f] = by_path[f]
+                    changed[f] = upd + dele
+                    deleted[f] = dele
+                    upd_total += upd
+                    del_total += dele
+                    max_all = max(max_all, m_all)
+        elif matched or by_source:
             per_row = per_row.format(pairs=views.add(pairs_df, "pairs"))
             upd_list = ",".join(map(str, update_idx)) or "-2"
             del_list = ",".join(map(str, delete_idx)) or "-2"
@@ -492,13 +708,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                 n_matched += int(m or 0)
                 moves = moves or bool(f_mv)
                 if max_act and max_act > 1 and not lone_delete:
-                    raise MergeCardinalityError(
-                        "Cannot perform Merge as multiple source rows matched and attempted to modify the same "
-                        f"target row in the Delta table `{target.name}` in possibly conflicting ways. By SQL "
-                        "semantics of Merge, when multiple source rows match on the same target row, the result "
-                        "may be ambiguous as it is unclear which source row should be used to update or delete "
-                        "the matching target row. You can preprocess the source table to eliminate the "
-                        "possibility of multiple matches.")
+                    raise _cardinality_error(target)
                 if upd or dele:
                     touched[f] = by_path[f]
                     changed[f] = int(upd) + int(dele)
@@ -628,6 +838,11 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
             sel = ", ".join([f"{nm_case} AS {CLAUSE}"] + ins_cols)
             if matched_sids is None:  # no candidate file: no source row matches
                 src_rows = spark.sql(f"SELECT {sel} FROM {src_view} AS {sa}")
+            elif matched_sid_values is not None and len(matched_sid_values) <= NOT_IN_SIDS:
+                # the few matched ids as literals: no broadcast job (none at all over a local source)
+                drop = f" WHERE NOT {sa}.{SID} IN ({', '.join(map(str, matched_sid_values))})" \
+                    if matched_sid_values else ""
+                src_rows = spark.sql(f"SELECT {sel} FROM {src_view} AS {sa}{drop}")
             else:
                 ids = views.add(matched_sids, "matched")
                 ids_hint = "/*+ BROADCAST(m) */" if n_matched <= BROADCAST_ROWS else ""
@@ -642,7 +857,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     change = dml.apply_changes(ctx, target, changes, touched, inserted, changed_rows=changed,
                                metadata=new_metadata, changes_for=changes_for, views=views,
                                changes_by_partition=changes_by_partition, deleted_rows=deleted,
-                               changed_only=single_pass)
+                               changed_only=single_pass, positions=positions)
     if touched and cdf.enabled(new_metadata or target.metadata):
         # every changed row: once a commit has a cdc file, readers take nothing from its adds
         tv = target_view(list(touched.values()), "cdc", max_all > 1)
