@@ -375,7 +375,7 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
             beside: list = []  # the inserted rows' write, started beside the rewrite's job
             new_rows = None
             if inserted is not None and not ident and INSERTS_BESIDE:
-                new_rows = conform(inserted.select(*[F.col(f"`{c}`") for c in cols if c not in generated]), plain,
+                new_rows = conform(inserted.select(*[S.column(c) for c in cols if c not in generated]), plain,
                                    by_name=True, table_name=target.name, configuration=config, identity=False)
 
             def start_inserts():  # once the rewrite's job is planned: it is submitted first
@@ -405,12 +405,12 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
     if not groups and callable(changes):
         changes = changes()  # built only when a single write (or a deletion vector) needs it
     if groups:
-        sel = [F.col(f"`{c}`") for c in cols if c not in generated]
+        sel = [S.column(c) for c in cols if c not in generated]
         new_rows = None  # inserted rows, conformed and materialised, when they join the groups' jobs
         if inserted is not None and views is not None and not ident and all(
                 S.field_named(struct, c).dataType.simpleString() in _FOLDABLE_PARTITION_TYPES
                 for c in target.partition_columns):
-            ins = inserted.select(*[F.col(f"`{c}`") for c in cols if c not in generated])
+            ins = inserted.select(*[S.column(c) for c in cols if c not in generated])
             new_rows = views.checkpoint(conform(ins, plain, by_name=True, table_name=target.name,
                                                 configuration=config, identity=False))
             inserted = None
@@ -448,7 +448,7 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
     elif changes is not None and (touched or inserted is None) and not (
             changed_only and deleted_rows is not None and sum(deleted_rows.values()) == sum(changed_rows.values())):
         # (the changed rows of a deletion-vector write that only deletes: no row to write)
-        sel = [F.col(f"`{c}`") for c in cols if c not in generated]
+        sel = [S.column(c) for c in cols if c not in generated]
         if not dv_files:
             keep = changes.filter(F.col(ACTION_COL) != DELETE)
         elif dv_files and not rewrite:
@@ -459,7 +459,7 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
         parts.append(conform(keep.select(*sel), plain, by_name=True, table_name=target.name,
                              configuration=config, identity=False))
     if inserted is not None:
-        ins = inserted.select(*[F.col(f"`{c}`") for c in cols if c not in generated and c not in ident])
+        ins = inserted.select(*[S.column(c) for c in cols if c not in generated and c not in ident])
         parts.append(conform(ins, struct, by_name=True, table_name=target.name, configuration=config,
                              identity=bool(ident)))
 

@@ -180,9 +180,9 @@ def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequen
         phys = S.physical_struct(data_struct)
         df = _read_mapped(spark, T.StructType(phys.fields + hidden_fields), list(map(_exact, local)),
                           by_id=mode == "id")
-        df = df.select(*[F.col(f"`{p.name}`").cast(S.nullable_type(f.dataType)).alias(f.name)
+        df = df.select(*[S.column(p.name).cast(S.nullable_type(f.dataType)).alias(f.name)
                          if p.dataType != f.dataType
-                         else F.col(f"`{p.name}`").alias(f.name)
+                         else S.column(p.name).alias(f.name)
                          for p, f in zip(phys.fields, data_struct.fields)],
                        *[F.col(_quote(h)) for h in hidden], F.col("_metadata"))
     else:

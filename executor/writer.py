@@ -511,7 +511,7 @@ def _adopt_files(staging: str, table_path: str, parts: list, result: "WrittenFil
                 if rel_dir:
                     for seg in rel_dir.split(os.sep):
                         key, _, value = seg.partition("=")
-                        value = _hive_unescape(value)
+                        key, value = _hive_unescape(key), _hive_unescape(value)  # Spark escapes both (a:b -> a%3Ab)
                         pvalues[key] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
                 pvalues = {p: pvalues.get(p, pvalues.get(next((k for k in pvalues if k.lower() == p.lower()), p)))
                            for p in parts}
@@ -656,6 +656,15 @@ def _staging(table_path: str):
     into the table is removed; the staging folder is removed either way."""
     staging = os.path.join(table_path, f".isolde-staging-{uuid.uuid4().hex}")
     result = WrittenFiles(staged_paths=[staging])
+    if "://" not in table_path or table_path.startswith("file:"):
+        # a folder the writer may not write in: say so now (Hadoop's task error says "Mkdirs failed")
+        from isolde.executor.log.store import writing
+
+        local = staging.removeprefix("file:")
+        with writing(local, what="the staging folder of this write's data files",
+                     consequence="Nothing was written: the table is unchanged."):
+            os.makedirs(local)
+            os.rmdir(local)
     try:
         yield staging, result
     except BaseException:

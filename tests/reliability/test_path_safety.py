@@ -434,8 +434,6 @@ def test_quotes_comments_and_semicolons_in_names_and_values_round_trip_and_run_n
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(strict=True, reason="executor/writer.py (_adopt_files) keys partitionValues by the "
-                   "Hive-escaped folder name (p%22...) instead of the column name: every value is NULL")
 def test_a_partition_column_with_quotes_in_its_name_keeps_its_values(env):
     env.run(f"CREATE TABLE pt (id INT, {q(COL)} STRING) PARTITIONED BY ({q(COL)})")
     env.run(f"INSERT INTO pt VALUES (1, {lit(VALUES[0])}), (2, {lit(VALUES[2])})")
@@ -443,13 +441,14 @@ def test_a_partition_column_with_quotes_in_its_name_keeps_its_values(env):
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(strict=True, reason="executor/dml.py, optimize.py, ... build F.col(f'`{name}`') without "
-                   "doubling backticks: INVALID_ATTRIBUTE_NAME_SYNTAX for a column named with a backtick")
 def test_a_column_with_a_backtick_in_its_name_can_be_updated(env):
     env.run("CREATE TABLE bt (`a``b` STRING, id INT)")
     env.run("INSERT INTO bt VALUES ('x', 1)")
     env.run("UPDATE bt SET `a``b` = 'y' WHERE id = 1")
     assert env.rows("SELECT * FROM bt") == [("y", 1)]
+    env.run("MERGE INTO bt USING (SELECT 'z' AS `a``b`, 2 AS id) s ON bt.id = s.id WHEN NOT MATCHED THEN INSERT *")
+    env.run("OPTIMIZE bt")
+    assert sorted(env.rows("SELECT * FROM bt")) == [("y", 1), ("z", 2)]
 
 
 # --------------------------------------------------------------------------- \i and run_script
