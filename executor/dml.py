@@ -59,7 +59,7 @@ from isolde.executor.scan import FILE_COL, ROW_COL, scan
 from isolde.executor.target_reads import statement_reads_target
 from isolde.executor.txn.statement_scope import record_scope, scope_flags  # noqa: F401 (re-exported)
 from isolde.grammar.dialect import sql as render_sql
-from isolde.planner.resolve import in_hint
+from isolde.planner.resolve import in_hint, is_delta_path
 
 ACTION_COL = "_isolde_action"
 KEEP, UPDATE, DELETE, INSERT = "keep", "update", "delete", "insert"
@@ -671,7 +671,7 @@ def bind_tables(ctx, tree, views: TempViews, *, target: Optional[Target] = None)
         if isinstance(node.parent, (exp.Column,)) or in_hint(node):
             return node
         parts = tuple(p for p in (node.catalog, node.db, node.name) if p)
-        if node.db and node.db.lower() == "delta" and not node.catalog:
+        if node.db and node.db.lower() == "delta" and not node.catalog and is_delta_path(node.name):
             ref = ast.TableRef(path=node.name)
         else:
             ref = ast.TableRef(parts=parts)

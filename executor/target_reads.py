@@ -29,7 +29,7 @@ from typing import Iterable, Optional
 import sqlglot.expressions as exp
 
 from isolde.grammar import ast
-from isolde.planner.resolve import FILE_FORMATS, in_hint
+from isolde.planner.resolve import FILE_FORMATS, in_hint, is_delta_path
 
 #: plan leaves that read no table files
 _NO_FILES = frozenset({"LocalRelation", "Range", "OneRowRelation", "LogicalRDD", "ExternalRDD",
@@ -136,7 +136,7 @@ def statement_reads_target(ctx, target_path: str, stmt) -> Optional[str]:
             parts = tuple(p for p in (node.catalog, node.db, node.name) if p)
             if len(parts) == 1 and parts[0].lower() in ctes:
                 continue
-            if node.db and node.db.lower() == "delta" and not node.catalog:
+            if node.db and node.db.lower() == "delta" and not node.catalog and is_delta_path(node.name):
                 candidates.append((ast.TableRef(path=node.name), f"delta.`{node.name}`"))
             elif node.db and node.db.lower() in FILE_FORMATS and not node.catalog:  # parquet.`/path`
                 if _under(_local(node.name), folder):

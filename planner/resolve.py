@@ -72,7 +72,7 @@ def table_ref_of(node: exp.Table) -> Optional[ast.TableRef]:
                 version = None
         else:
             timestamp = ast.Expr(expr.sql(dialect="spark"), expr)
-    if db is not None and catalog is None and db.lower() == "delta" and _is_path(name):
+    if db is not None and catalog is None and db.lower() == "delta" and is_delta_path(name):
         return ast.TableRef(path=name, version=version, timestamp=timestamp)
     if db is not None and catalog is None and db.lower() in FILE_FORMATS:
         return None
@@ -80,7 +80,7 @@ def table_ref_of(node: exp.Table) -> Optional[ast.TableRef]:
     return ast.TableRef(parts=parts, version=version, timestamp=timestamp)
 
 
-def _is_path(name: str) -> bool:
+def is_delta_path(name: str) -> bool:
     """Delta's rule for ``delta.`x```: a path table only when ``x`` is an absolute path (or a URI);
     otherwise it names table ``x`` of a database called ``delta``."""
     return name.startswith(("/", "~")) or bool(re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", name))

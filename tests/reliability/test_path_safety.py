@@ -384,10 +384,11 @@ def test_path_tables_need_an_explicit_absolute_delta_path(env, monkeypatch):
     env.refused(f"DROP TABLE delta.`{loc}`", loc, error_class="UNSUPPORTED_FEATURE.DROP_PATH")
     env.refused(f"SELECT * FROM `{loc}`", loc, error_class="INVALID_IDENTIFIER")  # a name is never a path
     monkeypatch.chdir(env.out)  # relative paths would land here: outside/pt is a table
-    for sql in ["SELECT * FROM delta.pt", "SELECT * FROM delta.`pt`", "CREATE TABLE delta.`fresh` (id INT)",
-                "INSERT INTO delta.`pt` VALUES (5)", "CREATE TABLE delta.`` (id INT)", "SELECT * FROM delta.``",
-                "CREATE TABLE delta.`file:rel` (id INT)"]:
+    for sql in ["CREATE TABLE delta.`fresh` (id INT)", "INSERT INTO delta.`pt` VALUES (5)",
+                "CREATE TABLE delta.`` (id INT)", "CREATE TABLE delta.`file:rel` (id INT)"]:
         env.refused(sql, "absolute", error_class="INVALID_TABLE_PATH")
+    for sql in ["SELECT * FROM delta.pt", "SELECT * FROM delta.`pt`", "SELECT * FROM delta.``"]:
+        env.refused(sql, "`delta`")  # Delta's rule in a query: table pt of database delta, never ./pt
     assert env.rows(f"SELECT * FROM delta.`{loc}`") == [(4,)]
 
 
