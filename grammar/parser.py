@@ -95,15 +95,26 @@ def _words() -> dict[str, str]:
     return words
 
 
-def parse(sql: str) -> list[Statement]:
+#: The longest statement ``parse`` accepts, in UTF-8 bytes (a script may hold any number
+#: of statements). sqlglot, which parses expressions and queries, needs about 100-200
+#: bytes of memory and 3-5 us per byte of a long value list or condition: 1 MiB is ~5 s
+#: and ~200 MB at worst; the 10 MB of an unchecked statement were ~60 s and 2 GB.
+#: Change it here for the process, or per call with ``parse(..., max_statement_bytes=)``.
+MAX_STATEMENT_BYTES = 1 << 20
+
+
+def parse(sql: str, *, max_statement_bytes: int | None = None) -> list[Statement]:
     """Parse one or many ';'-separated statements; spans are offsets into ``sql``."""
     if not isinstance(sql, str):
         raise error_at("", 0, f"SQL text must be a string, not {type(sql).__name__}")
+    limit = MAX_STATEMENT_BYTES if max_statement_bytes is None else max_statement_bytes
     run = _run()
     BUILDER.text = sql
     statements = []
     for piece in _pieces(sql):
         end = piece.start + len(piece.text)
+        if len(piece.text) * 4 > limit:  # a UTF-8 character is at most 4 bytes
+            _check_size(sql, piece, limit)
         try:
             if QUERY_START.match(sql, piece.start, end):  # a query is one slot: skip lark
                 statements.append(_select(sql, piece, end))
@@ -116,6 +127,29 @@ def parse(sql: str) -> list[Statement]:
         except Exception as e:  # a bug; still only ParseError leaves parse()
             raise _at_statement(error_at(sql, piece.start, f"cannot build the statement: {e!r}"), piece) from e
     return statements
+
+
+def _check_size(sql: str, piece: StatementText, limit: int) -> None:
+    """Refuse a statement longer than ``limit`` UTF-8 bytes before any parsing."""
+    text = piece.text
+    size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+    if size <= limit:
+        return
+    first = text.split(None, 1)[0][:40] if text.strip() else text[:1]
+    error = error_at(sql, piece.start, f"the statement is {_size(size, up=True)} ({size:,} bytes); isolde parses statements "
+                     f"up to {_size(limit)} ({limit:,} bytes). Split it, or load a long list of values into a "
+                     f"table and join it (the limit is isolde.grammar.parser.MAX_STATEMENT_BYTES)", first)
+    error.error_class, error.sqlstate = "STATEMENT_TOO_LONG", "54000"  # SQL's 'program limit exceeded'
+    raise _at_statement(error, piece)
+
+
+def _size(n: int, up: bool = False) -> str:
+    """1 MB, 10.5 MB, 12 KB: a statement's size is rounded up, so it never reads as the limit."""
+    for unit, scale in (("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= scale:
+            tenths = -(-n * 10 // scale) if up else n * 10 // scale
+            return f"{tenths / 10:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{n} bytes"
 
 
 def _at_statement(error: ParseError, piece: StatementText) -> ParseError:

@@ -18,6 +18,7 @@ translated from the slot to the whole input.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import re
 import sys
@@ -65,11 +66,38 @@ _TOKEN_REPR = re.compile(r"<Token token_type: TokenType\.SENTINEL.*?>")
 _UNTERMINATED = re.compile(rf"(?:{COMMENT}|{STRING}|[^'\"`/]|/(?!\*))*(?={UNTERMINATED})", re.S)
 
 
+_NEWLINE = re.compile("\n")
+
+
+class _LineIndex(threading.local):
+    source = ""  # the last source asked about (per thread: parses may run in parallel)
+    offsets: tuple | list = ()  # the offsets of its newlines
+
+
+_LINES = _LineIndex()
+
+
+def _newlines(source: str):
+    """Offsets of the newlines of ``source``, indexed once per input: a line number is
+    then a bisection, not a count from the start (which made spans and errors of a
+    many-line script quadratic). The cache holds the source, so ``is`` cannot confuse it
+    with a later string at the same address."""
+    lines = _LINES
+    if lines.source is source:
+        return lines.offsets
+    offsets = [m.start() for m in _NEWLINE.finditer(source)] if "\n" in source else ()
+    lines.source, lines.offsets = source, offsets
+    return offsets
+
+
 def _line_col(source: str, offset: int) -> tuple[int, int]:
-    newline = source.rfind("\n", 0, offset)
-    if newline < 0:
+    newlines = _newlines(source)
+    if not newlines:
         return 1, offset + 1
-    return source.count("\n", 0, newline) + 2, offset - newline
+    before = bisect.bisect_left(newlines, offset)  # newlines before offset
+    if before == 0:
+        return 1, offset + 1
+    return before + 1, offset - newlines[before - 1]
 
 
 def error_at(source: str, offset: int, description: str, token: str | None = None, expected=()) -> ParseError:
@@ -82,8 +110,34 @@ def error_at(source: str, offset: int, description: str, token: str | None = Non
         column=column,
         token=token,
         expected=expected,
-        excerpt=caret_excerpt(source, line, column, width),
+        excerpt=_excerpt(source, offset, line, column, width),
     )
+
+
+#: The longest source line an excerpt shows whole; a longer one is cut around the caret
+#: (a 10 MB one-line statement must not make a 10 MB message).
+EXCERPT_WIDTH = 160
+
+
+def _excerpt(source: str, offset: int, line: int, column: int, width: int) -> str:
+    """The caret excerpt of ``line`` (the ``\\n``-separated line holding ``offset``), made
+    safe to print: control and other unprintable characters become '?', and a long line
+    is cut to a window around the caret. Characters are replaced one for one, so the
+    caret stays under the column."""
+    start = offset - (column - 1)
+    end = source.find("\n", offset)
+    text = source[start : end if end >= 0 else len(source)]
+    at = column - 1
+    prefix = suffix = ""
+    if len(text) > EXCERPT_WIDTH:
+        lo = max(0, min(at - EXCERPT_WIDTH // 2, len(text) - EXCERPT_WIDTH))
+        hi = lo + EXCERPT_WIDTH
+        prefix, suffix = ("..." if lo else ""), ("..." if hi < len(text) else "")
+        text, at = text[lo:hi], at - lo + len(prefix)
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else " " if c == "\t" else "?" for c in text)
+    width = max(1, min(width, len(text) - (at - len(prefix)))) if text else 1
+    return caret_excerpt(prefix + text + suffix, line, at + 1, width)
 
 
 def span_at(source: str, start: int, end: int) -> Span:
@@ -91,7 +145,7 @@ def span_at(source: str, start: int, end: int) -> Span:
     the one just after the last character). Made without the frozen dataclass's
     ``__init__`` (six guarded setattrs), as spans are made for most grammar rules."""
     span = _new(Span)
-    if "\n" not in source:
+    if not _newlines(source):
         span.__dict__.update(start=start, end=end, line=1, column=start + 1, end_line=1, end_column=end + 1)
     else:
         line, column = _line_col(source, start)
@@ -218,14 +272,42 @@ def _parse(source: str, token, into):
         description = _TOKEN_REPR.sub("the end", info.get("description") or str(e))
         raise error_at(source, token.start_pos + at, description, info.get("highlight") or None) from None
     except RecursionError:
-        raise error_at(source, token.start_pos, f"the expression nests too deeply: isolde parses up to about "
-                       f"{MAX_NESTING} levels of parentheses and subqueries", text.split(None, 1)[0]) from None
+        raise _too_deep(source, token) from None
     except Exception as e:  # sqlglot's tokenizer and parser raise more than ParseError on bad input
         unterminated = _UNTERMINATED.match(text)
         if unterminated:
             at = unterminated.end()
             raise error_at(source, token.start_pos + at, "unterminated quote or comment", text[at]) from None
         raise error_at(source, token.start_pos, f"invalid expression: {e}", text.split(None, 1)[0]) from None
+
+
+_NESTING_TOKEN = re.compile(rf"\s+|{COMMENT}|{STRING}|(?P<open>[(\[{{]|(?<![\w$])CASE(?![\w$]))"
+                            rf"|(?P<close>[)\]}}]|(?<![\w$])END(?![\w$]))|[\w$]+|.", re.S | re.I)
+
+
+def nesting_depth(text: str) -> int:
+    """The deepest nesting of brackets and CASE ... END in ``text`` (quotes and comments
+    skipped): what a recursive-descent parser recurses on."""
+    depth = deepest = 0
+    for m in _NESTING_TOKEN.finditer(text):
+        kind = m.lastgroup
+        if kind == "open":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif kind == "close" and depth:
+            depth -= 1
+    return deepest
+
+
+def _too_deep(source: str, token) -> ParseError:
+    """The ParseError for a slot that ran out of Python stack in sqlglot, naming its depth."""
+    depth = nesting_depth(token.value)
+    what = f"{depth:,} levels of parentheses, subqueries and CASE" if depth > MAX_NESTING // 2 else \
+        "operators chained without parentheses (NOT NOT ..., - - ...)"
+    error = error_at(source, token.start_pos, f"the expression nests too deeply ({what}); isolde parses up to "
+                     f"about {MAX_NESTING:,} levels", token.value.split(None, 1)[0][:40])
+    error.error_class, error.sqlstate = "STATEMENT_TOO_COMPLEX", "54001"  # SQL's 'statement too complex'
+    return error
 
 
 def expression(source: str, token) -> Expr:

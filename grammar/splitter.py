@@ -39,20 +39,24 @@ def split_statements(text: str) -> list[StatementText]:
     comment-only pieces are dropped."""
     out = []
     first = last = -1
+    line, counted = 1, 0  # newlines are counted from the previous statement (linear time)
     for m in _SCAN.finditer(text):
         kind = m.lastgroup
         if kind == "skip":
             continue
         if kind == "semi":
             if first >= 0:
-                out.append(StatementText(text[first:last], first, text.count("\n", 0, first) + 1))
+                line += text.count("\n", counted, first)
+                counted = first
+                out.append(StatementText(text[first:last], first, line))
             first = -1
             continue
         if first < 0:
             first = m.start()
         last = m.end()
     if first >= 0:
-        out.append(StatementText(text[first:last], first, text.count("\n", 0, first) + 1))
+        line += text.count("\n", counted, first)
+        out.append(StatementText(text[first:last], first, line))
     return out
 
 

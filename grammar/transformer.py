@@ -257,15 +257,18 @@ class Builder(threading.local):
         """Clauses -> keyword arguments; a clause given twice is a ParseError."""
         out = dict(constants)
         seen = {}
+        repeated: dict[str, list] = {}  # lists, made tuples once: linear in the clause count
         for clause in clauses:
             name = renames.get(clause.field, clause.field) if renames else clause.field
             if name in REPEATED:
-                out[name] = out.get(name, ()) + (clause.value,)
+                repeated.setdefault(name, list(out.get(name, ()))).append(clause.value)
             elif name in seen:
                 raise self._error(clause.meta, f"{self._keyword(clause.meta)} is given twice")
             else:
                 seen[name] = clause
                 out[name] = clause.value
+        for name, values in repeated.items():
+            out[name] = tuple(values)
         return out
 
     def _node(self, cls, meta, clauses, constants):
@@ -405,7 +408,21 @@ def _split_copy_select(builder: Builder, children, meta):
 
 REWRITES = {"merge": _fold_source_columns, "create_view": _split_view_columns, "copy_into": _split_copy_select}
 
-CHECKS = {"merge": _check_merge, "create_table": _check_create, "replace_table": _check_create, "clone": _check_create}
+#: EXPLAIN EXPLAIN ... is accepted (as Spark's grammar does) up to this depth: each level keeps
+#: its own statement text, so memory grows with the square of the depth (10,000 levels: 430 MB).
+MAX_EXPLAIN_NESTING = 16
+
+
+def _check_explain(b, c, m):
+    inner, depth = next(v.value for v in c if v.field == "statement"), 1
+    while isinstance(inner, a.Explain):
+        inner, depth = inner.statement, depth + 1
+    if depth > MAX_EXPLAIN_NESTING:
+        raise b._error(m, f"EXPLAIN nests more than {MAX_EXPLAIN_NESTING} levels deep")
+
+
+CHECKS = {"merge": _check_merge, "create_table": _check_create, "replace_table": _check_create, "clone": _check_create,
+          "explain": _check_explain}
 
 
 TOKENS = {  # named terminals kept as values (keywords and punctuation are dropped)

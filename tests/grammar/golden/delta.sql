@@ -66,4 +66,6 @@ UPDATE full SET history = 1 WHERE detail = 2;
 DELETE FROM apply WHERE purge = true;
 CREATE TABLE lite (full INT, run STRING, dry BOOLEAN, zorder INT) USING delta;
 MERGE INTO history h USING detail d ON h.id = d.id WHEN MATCHED THEN UPDATE SET h.full = d.full;
-INSERT INTO restore (retain, hours) VALUES (1, 2)
+INSERT INTO restore (retain, hours) VALUES (1, 2);
+MSCK REPAIR TABLE sales SYNC METADATA;
+REPAIR TABLE delta.`/data/t`
