@@ -128,6 +128,16 @@ class History:
     reads: list = field(default_factory=list)  # (sum, count, distinct)
     violations: list = field(default_factory=list)
 
+    def record(self, version: int, affected: int, op: Op) -> None:
+        """A statement's reported success (the caller holds any lock): a commit of its own, or,
+        having changed no row, the version it read (or an empty commit)."""
+        if affected == 0:
+            self.unchanged.append((version, op))
+            return
+        if version in self.committed:
+            self.violations.append(f"two statements report version {version}")
+        self.committed[version] = op
+
     def counts_by_version(self) -> dict:
         state = initial_state()
         out = {self.base_version: len(state)}
@@ -137,21 +147,49 @@ class History:
         return out
 
 
+def writer_seed(config: BankConfig, n: int) -> int:
+    """The seed of writer ``n``'s statements (a thread or a process: the same sequence)."""
+    return zlib.crc32(f"{config.name}/{n}".encode())
+
+
+def set_up(session, config: BankConfig, table: str = "bank") -> int:
+    """Create and fill the table; returns the version the history starts from."""
+    session.execute(config.ddl(table))
+    session.execute(f"INSERT INTO {table} VALUES " + ", ".join(f"({i}, {b}, {v})" for i, (b, v) in initial_state().items()))
+    return session.execute(f"DESCRIBE HISTORY {table}").first().version
+
+
+def read_balances(session, table: str = "bank") -> tuple:
+    """One reader check: (sum of balances, rows, distinct ids) of one snapshot."""
+    row = session.sql(f"SELECT sum(balance), count(*), count(DISTINCT id) FROM {table}").collect()[0]
+    return int(row[0]), int(row[1]), int(row[2])
+
+
+def final_state(session, table_path: str, table: str = "bank") -> tuple:
+    """(latest version, rows read by isolde, rows read by delta-rs) once the writers are done."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, QueryBuilder
+
+    latest = session.execute(f"DESCRIBE HISTORY {table}").first().version
+    final = sorted(tuple(int(x) for x in r) for r in session.sql(f"SELECT id, branch, balance FROM {table}").collect())
+    theirs = pa.table(QueryBuilder().register("t", DeltaTable(table_path)).execute(
+        "SELECT id, branch, balance FROM t").read_all()).to_pylist()
+    return latest, final, sorted((r["id"], r["branch"], r["balance"]) for r in theirs)
+
+
 def run(connect, config: BankConfig, seconds: float, writers: int = 4, readers: int = 1,
         table: str = "bank") -> History:
     """Race ``writers`` threads (each its own isolde session on one warehouse) and ``readers``
     for ``seconds``; return the history. ``connect()`` opens a session."""
     setup = connect()
-    setup.execute(config.ddl(table))
-    setup.execute(f"INSERT INTO {table} VALUES " + ", ".join(f"({i}, {b}, {v})" for i, (b, v) in initial_state().items()))
-    history = History(config, base_version=setup.execute(f"DESCRIBE HISTORY {table}").first().version)
+    history = History(config, base_version=set_up(setup, config, table))
     lock = threading.Lock()
     deadline = time.time() + seconds
     stop_readers = threading.Event()
 
     def writer(n: int):
         s = connect()
-        rng = random.Random(zlib.crc32(f"{config.name}/{n}".encode()))
+        rng = random.Random(writer_seed(config, n))
         try:
             while time.time() < deadline:
                 op = random_op(rng, table)
@@ -169,12 +207,7 @@ def run(connect, config: BankConfig, seconds: float, writers: int = 4, readers: 
                         history.errors.append((op.sql, repr(e)))
                     return
                 with lock:
-                    if result.first().num_affected_rows == 0:  # nothing changed, nothing committed
-                        history.unchanged.append((result.version, op))
-                        continue
-                    if result.version in history.committed:
-                        history.violations.append(f"two statements report version {result.version}")
-                    history.committed[result.version] = op
+                    history.record(result.version, result.first().num_affected_rows, op)
         finally:
             s.close()
 
@@ -182,9 +215,9 @@ def run(connect, config: BankConfig, seconds: float, writers: int = 4, readers: 
         s = connect()
         try:
             while not stop_readers.is_set():
-                row = s.sql(f"SELECT sum(balance), count(*), count(DISTINCT id) FROM {table}").collect()[0]
+                observed = read_balances(s, table)
                 with lock:
-                    history.reads.append((int(row[0]), int(row[1]), int(row[2])))
+                    history.reads.append(observed)
         except BaseException as e:
             with lock:
                 history.errors.append(("reader", repr(e)))

@@ -8,7 +8,6 @@ import itertools
 import os
 import time
 
-import pyarrow as pa
 import pytest
 
 import bank as B
@@ -27,21 +26,15 @@ EVERY = [B.BankConfig(p, dv, iso, rl) for p, dv, iso, rl in itertools.product(
 
 def _run_and_check(spark, tmp_path, config, seconds, writers, summary):
     import isolde
-    from deltalake import DeltaTable, QueryBuilder
 
     warehouse = str(tmp_path / "warehouse")
     started = time.time()
     history = B.run(lambda: isolde.connect(warehouse=warehouse, spark=spark), config, seconds, writers=writers)
     s = isolde.connect(warehouse=warehouse, spark=spark)
     try:
-        latest = s.execute("DESCRIBE HISTORY bank").first().version
-        final = sorted(tuple(int(x) for x in r) for r in s.sql("SELECT id, branch, balance FROM bank").collect())
-        path = os.path.join(warehouse, "default", "bank")
-        by_delta_rs = pa.table(QueryBuilder().register("t", DeltaTable(path)).execute(
-            "SELECT id, branch, balance FROM t").read_all()).to_pylist()
+        latest, final, other = B.final_state(s, os.path.join(warehouse, "default", "bank"))
     finally:
         s.close()
-    other = sorted((r["id"], r["branch"], r["balance"]) for r in by_delta_rs)
     violations = B.check(history, latest, final, other)
     summary.append({"name": config.name, "seconds": time.time() - started, "committed": len(history.committed),
                     "conflicts": history.conflicts, "reads": len(history.reads), "violations": violations})

@@ -1,0 +1,176 @@
+"""The bank workload (bank.py) with its writers in separate OS processes, each its own Spark JVM
+(bank_process.py), and a reader in this process reading all along; the history is checked by
+the same checker as the thread version, plus the log's own word: every version after the
+set-up is one tagged statement that reported exactly that version.
+
+Processes are heavy on 2 cores: 3 writers for ~20 s in ``make test`` (ISOLDE_BANK_SECONDS);
+``make torture`` races 4 for ISOLDE_TORTURE_SECONDS (120) under four table setups.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import bank as B
+from isolde.errors import CONFLICT_EXCEPTIONS
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+WORKER = os.path.join(os.path.dirname(__file__), "bank_process.py")
+CONFLICT_NAMES = {cls.__name__ for cls in CONFLICT_EXCEPTIONS}
+SHORT = B.BankConfig(partitioned=False, deletion_vectors=True, isolation="WriteSerializable", row_level="auto")
+LONG = [
+    B.BankConfig(partitioned=False, deletion_vectors=True, isolation="Serializable", row_level="auto"),
+    B.BankConfig(partitioned=True, deletion_vectors=True, isolation="WriteSerializable", row_level="always"),
+    B.BankConfig(partitioned=False, deletion_vectors=False, isolation="WriteSerializable", row_level="off"),
+    B.BankConfig(partitioned=True, deletion_vectors=False, isolation="Serializable", row_level="auto"),
+]
+
+
+def _lines(path: str) -> list[str]:
+    try:
+        with open(path) as fh:
+            return fh.read().split("\n")[:-1]
+    except FileNotFoundError:
+        return []
+
+
+def _wait(predicate, timeout: float, what: str) -> None:
+    deadline = time.time() + timeout
+    while not predicate():
+        if time.time() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def _tags_by_version(path: str, base: int) -> dict:
+    log = os.path.join(path, "_delta_log")
+    out = {}
+    for name in sorted(os.listdir(log)):
+        if name.endswith(".json") and name[:20].isdigit() and int(name[:20]) > base:
+            with open(os.path.join(log, name)) as fh:
+                info = [json.loads(line)["commitInfo"] for line in fh if '"commitInfo"' in line]
+            out[int(name[:20])] = info[0].get("userMetadata") if len(info) == 1 else None
+    return out
+
+
+def history_from_reports(config: B.BankConfig, base: int, outs: list[str], tags: dict) -> B.History:
+    """The History the checker reads, from the workers' reports: each worker's statements are
+    regenerated from its seed (and must be the SQL it reported running)."""
+    history = B.History(config, base_version=base)
+    reported: dict[str, int] = {}
+    for n, out in enumerate(outs):
+        rng = random.Random(B.writer_seed(config, n))
+        ops = {}
+        for line in _lines(out):
+            kind, _, rest = line.partition(" ")
+            if kind == "start":
+                tag, _, sql = rest.partition(" ")
+                op = B.random_op(rng, "bank")
+                if op.sql != sql:
+                    history.violations.append(f"worker {n} ran {sql}, its seed says {op.sql}")
+                ops[tag] = op
+            elif kind == "ok":
+                tag, version, affected = rest.split(" ")
+                history.record(int(version), int(affected), ops[tag])
+                reported[tag] = int(version)
+            elif kind == "conflict":
+                tag, name = rest.split(" ")
+                if name in CONFLICT_NAMES:
+                    history.conflicts[name] += 1
+                else:
+                    history.errors.append((ops[tag].sql, f"unnamed conflict {name}"))
+            elif kind == "error":
+                tag, _, err = rest.partition(" ")
+                history.errors.append((ops[tag].sql, err))
+    for version, tag in tags.items():  # the log's word: the statement tagged there reported it
+        if tag is None or reported.get(tag) != version:
+            history.violations.append(f"version {version} is tagged {tag!r}, which reported "
+                                      f"{reported.get(tag)}")
+    return history
+
+
+def run_processes(spark, tmp_path, config: B.BankConfig, seconds: float, writers: int) -> tuple:
+    """Race ``writers`` processes for ``seconds`` with a reader here; returns (history, latest,
+    isolde's rows, delta-rs's rows)."""
+    import isolde
+
+    warehouse = str(tmp_path / "warehouse")
+    s = isolde.connect(warehouse=warehouse, spark=spark)
+    base = B.set_up(s, config)
+    env = dict(os.environ, ISOLDE_JVM="startup", ISOLDE_DRIVER_MEMORY="1g", PYTHONUNBUFFERED="1",
+               SPARK_LOCAL_IP="127.0.0.1")
+    stop = str(tmp_path / "stop")
+    outs = [str(tmp_path / f"writer{n}.out") for n in range(writers)]
+    procs = [subprocess.Popen([sys.executable, WORKER, warehouse, config.name, str(n), outs[n], stop], env=env,
+                              start_new_session=True, stdout=subprocess.DEVNULL,
+                              stderr=open(str(tmp_path / f"writer{n}.err"), "w")) for n in range(writers)]
+    reads: list = []
+    reader_errors: list = []
+    done = threading.Event()
+
+    def reader():
+        try:
+            while not done.is_set():
+                reads.append(B.read_balances(s))
+        except BaseException as e:  # noqa: BLE001 - a failed read is a violation of the run
+            reader_errors.append(("reader", repr(e)))
+
+    watcher = threading.Thread(target=reader)
+    try:
+        _wait(lambda: all("ready" in _lines(o) or p.poll() is not None for o, p in zip(outs, procs)), 300,
+              "the writers' Spark sessions")
+        watcher.start()
+        time.sleep(seconds)
+        open(stop, "w").close()
+        for n, proc in enumerate(procs):
+            code = proc.wait(300)
+            assert code == 0, open(str(tmp_path / f"writer{n}.err")).read()[-3000:] + "\n".join(_lines(outs[n])[-3:])
+    finally:
+        done.set()
+        if watcher.is_alive():
+            watcher.join()
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(30)
+    path = os.path.join(warehouse, "default", "bank")
+    history = history_from_reports(config, base, outs, _tags_by_version(path, base))
+    history.reads.extend(reads)
+    history.errors.extend(reader_errors)
+    try:
+        latest, final, other = B.final_state(s, path)
+    finally:
+        s.close()
+    return history, latest, final, other
+
+
+def _run_and_check(spark, tmp_path, config, seconds, writers, summary):
+    started = time.time()
+    history, latest, final, other = run_processes(spark, tmp_path, config, seconds, writers)
+    violations = B.check(history, latest, final, other)
+    summary.append({"name": f"processes x{writers} {config.name}", "seconds": time.time() - started,
+                    "committed": len(history.committed), "conflicts": history.conflicts,
+                    "reads": len(history.reads), "violations": violations})
+    assert not violations, "\n".join(violations[:20])
+    # the run was a race: statements committed and the reader read throughout
+    assert len(history.committed) >= writers and history.reads
+
+
+def test_bank_processes_invariants_hold(spark, tmp_path, summary):
+    _run_and_check(spark, tmp_path, SHORT, float(os.environ.get("ISOLDE_BANK_SECONDS", "20")), 3, summary)
+
+
+@pytest.mark.torture
+@pytest.mark.parametrize("config", LONG, ids=lambda c: c.name)
+def test_bank_processes_invariants_hold_long(spark, tmp_path, config, summary):
+    _run_and_check(spark, tmp_path, config, float(os.environ.get("ISOLDE_TORTURE_SECONDS", "120")), 4, summary)
