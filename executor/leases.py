@@ -6,21 +6,49 @@ or against a copy that keeps its source's old modification time (DEEP CLONE once
 a prepared write holds a lease: ``<table>/.isolde-leases/<uuid>.json`` listing the paths it
 staged (files, or folders whose files it staged). VACUUM keeps every leased path. The lease
 goes when the write commits (its files are then referenced by the log) or is aborted (its
-files are then deleted). A lease left by a killed process expires after ``LEASE_TTL_MS``, so
-its orphans become garbage like any other; a prepared write held longer than that loses its
-protection (its commit then verifies its files still exist, and fails clearly if not).
+files are then deleted). A lease names its holder (host, pid, the process's start time): on
+the same host, a lease whose process is gone (or whose pid now belongs to another process) is
+dead at once, so a killed writer's orphans are garbage for the next VACUUM. A lease of another
+host (which this one cannot check) expires after ``LEASE_TTL_MS``; a prepared write held longer
+than that loses its protection (its commit then verifies its files still exist, and fails
+clearly if not).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 import uuid
 from typing import Iterable, Optional
 
 LEASE_DIR = ".isolde-leases"
 LEASE_TTL_MS = 7 * 24 * 3600 * 1000  # Delta's default retention
+
+
+def _start_time(pid: int) -> Optional[str]:
+    """The start time of process ``pid`` (``/proc/<pid>/stat`` field 22, in clock ticks since
+    boot), or None when there is no such process or no /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2:].split()  # after the command name, which may hold spaces
+    return fields[19] if len(fields) > 19 else None
+
+
+def _holder() -> dict:
+    return {"pid": os.getpid(), "host": socket.gethostname(), "started": _start_time(os.getpid())}
+
+
+def _holder_gone(data: dict) -> bool:
+    """Is the process that took this lease known to be dead? Only decidable on its own host,
+    with /proc, for a lease that recorded its start time."""
+    if data.get("host") != socket.gethostname() or not data.get("started") or not os.path.isdir("/proc"):
+        return False
+    return _start_time(int(data.get("pid", -1))) != data["started"]
 
 
 def table_root_of(path: str) -> Optional[str]:
@@ -51,7 +79,7 @@ def take(paths: Iterable[str], root: Optional[str] = None) -> Optional[str]:
     lease = os.path.join(folder, f"{uuid.uuid4().hex}.json")
     tmp = lease + ".tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump({"paths": [os.path.relpath(p, root) for p in paths], "pid": os.getpid()}, fh)
+        json.dump({"paths": [os.path.relpath(p, root) for p in paths], **_holder()}, fh)
     os.replace(tmp, lease)
     return lease
 
@@ -82,6 +110,9 @@ def leased_paths(root: str, now_ms: Optional[int] = None) -> list[str]:
                 continue
             with open(path, encoding="utf-8") as fh:
                 data = json.load(fh)
+            if _holder_gone(data):  # a killed writer: its staged files are orphans now
+                os.remove(path)
+                continue
         except (OSError, ValueError):
             continue  # being written, or already gone: its paths are young anyway
         out += [os.path.normpath(os.path.join(root, p)) for p in data.get("paths", [])]

@@ -245,14 +245,19 @@ LEASE_TTL_S = 7 * 86400  # a lease older than this protects nothing (executor/le
 
 
 def leased(path: str) -> list[str]:
-    """The paths under live leases: what VACUUM must keep although no version references it."""
+    """The paths under live leases: what VACUUM must keep although no version references it. A
+    lease is live while young and while its holder process runs (leases._holder_gone)."""
+    from isolde.executor.leases import _holder_gone
+
     folder = os.path.join(path, ".isolde-leases")
     out = []
     for name in os.listdir(folder) if os.path.isdir(folder) else []:
         if os.stat(os.path.join(folder, name)).st_mtime < time.time() - LEASE_TTL_S:
             continue
         with open(os.path.join(folder, name)) as fh:
-            out += [os.path.normpath(os.path.join(path, p)) for p in json.load(fh)["paths"]]
+            data = json.load(fh)
+        if not _holder_gone(data):
+            out += [os.path.normpath(os.path.join(path, p)) for p in data["paths"]]
     return out
 
 
@@ -606,8 +611,9 @@ def _jvm_run(spark, tmp_path, counts, kills: int, config: str):
     try:
         assert not failures, "\n".join(failures[:20])
         first = vacuum_and_check(session, "t", path, failures)
-        # orphans under a killed writer's lease are kept until the lease expires (7 days):
-        # once it has, the next VACUUM takes them, and nothing else
+        # a killed writer's lease is dead with its process (executor/leases.py), so the first VACUUM
+        # takes its orphans; a lease still alive would be kept until it expires (7 days), after
+        # which the next VACUUM takes exactly what it protected
         aged = age_leases(path)
         second = vacuum_and_check(session, "t", path, failures)
         counts["jvm-level files VACUUM deleted"] += first["deleted"] + second["deleted"]
@@ -664,8 +670,8 @@ def test_jvm_writers_killed_long(spark, tmp_path, counts, config):
 @pytest.mark.slow
 def test_writer_killed_between_prepare_and_commit(spark, tmp_path):
     """A statement whose files are staged (and leased) when it is killed: the table is as before,
-    and its orphans stay under the dead writer's lease until it expires (7 days), then VACUUM
-    takes exactly them."""
+    and the dead writer's lease (its process is gone: executor/leases.py) protects nothing, so
+    the next VACUUM takes exactly its orphans."""
     import isolde
 
     warehouse = str(tmp_path / "warehouse")
@@ -687,14 +693,13 @@ def test_writer_killed_between_prepare_and_commit(spark, tmp_path):
         assert sorted(tuple(r) for r in s.sql("SELECT id, grp, tag, v FROM t").collect()) == want
         live, ever = log_files(path)
         orphans = {f for f in disk_files(path) - ever if _DATA.match(os.path.basename(f))}
-        assert orphans and leased(path)  # the killed writer left staged files and its lease
+        assert orphans and os.listdir(os.path.join(path, ".isolde-leases"))  # staged files and a lease left
+        assert not leased(path)  # ... whose holder is dead
         failures: list = []
         first = vacuum_and_check(s, "t", path, failures)
-        assert first["leased"] == len(orphans) and first["deleted"] == 0
-        assert age_leases(path) == 1
-        second = vacuum_and_check(s, "t", path, failures)
         assert not failures, failures
-        assert second["deleted"] == len(orphans) and second["orphan_files"] == orphans
+        assert first["leased"] == 0 and first["deleted"] == len(orphans) and first["orphan_files"] == orphans
+        assert not leased(path)  # the dead lease itself is gone too
         assert sorted(tuple(r) for r in s.sql("SELECT id, grp, tag, v FROM t").collect()) == want
     finally:
         s.close()
