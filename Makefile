@@ -27,6 +27,7 @@ test-fast: $(STAMP)
 
 # The long reliability runs (tests/reliability, marker torture), ending with a summary table.
 torture: $(STAMP)
+	-$(PY) -m pip install -q -e '.[fuzz]'
 	$(PY) -m pytest -q -m torture tests/reliability
 
 bench: $(STAMP)

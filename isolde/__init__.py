@@ -17,14 +17,15 @@ __version__ = "0.1.0"
 _grammar_parse = None  # isolde.grammar.parser.parse, imported on first use (startup time)
 
 
-def parse(sql: str):
-    """Parse SQL text (one or many ';'-separated statements) into statement ASTs."""
+def parse(sql: str, *, max_statement_bytes: int | None = None):
+    """Parse SQL text (one or many ';'-separated statements) into statement ASTs. A statement
+    over ``max_statement_bytes`` (default 1 MiB) is a ParseError (STATEMENT_TOO_LONG)."""
     global _grammar_parse
     if _grammar_parse is None:
         from isolde.grammar.parser import parse as _parse
 
         _grammar_parse = _parse
-    return _grammar_parse(sql)
+    return _grammar_parse(sql, max_statement_bytes=max_statement_bytes)
 
 
 def split_statements(text: str):
