@@ -1,21 +1,35 @@
-"""DML benchmark: isolde (Spark) vs delta-rs (`deltalake`) on identical data in the same run.
+"""DML benchmark: isolde (Spark, deletion vectors) vs delta-rs (`deltalake`, copy-on-write) on
+identical data in the same run, each statement split into phases, each phase beside its floor.
 
-    .venv/bin/python benchmarks/dml.py                 # 1M rows (quick)
-    .venv/bin/python benchmarks/dml.py --rows 10000000 --repeat 3  # the full figure
-    .venv/bin/python benchmarks/dml.py --rows 10000000 --repeat 3 --deletion-vectors
+    .venv/bin/python benchmarks/dml.py                                  # 1M rows (quick)
+    .venv/bin/python benchmarks/dml.py --rows 10000000 --repeat 3       # the 10M figure
+    .venv/bin/python benchmarks/dml.py --rows 1000000,10000000,50000000 --files 0,0,0 \\
+        --extra 10000000:1000 --plot benchmarks/out/dml_scaling.png     # scaling + a 1,000-file table
+    .venv/bin/python benchmarks/dml.py --copy-on-write                  # isolde rewriting files too
 
-Table: id, key, date (partition column, --dates values), v1..v5; written once by delta-rs
-and copied, so both engines start from the same files. Operations, applied in sequence to
-both tables: UPDATE of 1% of the rows (key % 100 = 0: in every file), DELETE of 0.1%, MERGE upsert of a
-rows/100 source (100k rows for 10M; half matches, half new). For each: wall time, rows/s, bytes written,
-the ratio isolde / delta-rs, and a "floor": a plain Spark read + filter + Parquet write of
-the same files isolde rewrote (what copy-on-write cannot beat on this engine), timed right
-after the statement with Spark's default splits and with splits balanced over the cores (the
-faster of the two is the floor) and, for MERGE, a plain Spark join rewrite (the same files
-left-joined with the broadcast source and written, no inserts: what no copy-on-write MERGE on
-this engine can beat); isolde's own split of its time into finding rows
-(scanTimeMs) and writing (rewriteTimeMs). With --repeat N every round starts from fresh copies and medians are shown.
-Peak memory: the Python driver (getrusage) and the JVM (VmHWM).
+Table: id, key, date (partition column, --dates values), v1..v5; written once by delta-rs (in a
+child process, in chunks) and copied, so both engines start from the same files (``--files N``
+asks delta-rs for about N files; 0 = its default, one file per partition). Statements, applied
+in sequence to both tables: UPDATE of 1% of the rows (key % 100 = 0: in every file), DELETE of
+0.1%, MERGE upsert of a rows/100 source read from Parquet (half matches, half new).
+
+delta-rs runs in a child process of its own, after isolde's statements of the round, so its
+peak RSS is its own; isolde's peak is the Python driver's and the JVM's VmHWM over the
+statements only (reset before them). Every round starts both engines from fresh copies;
+medians over rounds are printed.
+
+Phases of isolde's statement (``CommitResult.phases``, executor/phases.py) and their floors,
+each timed right after the statement on the same files:
+    plan    delta-rs loading the table (its log replay): what any engine pays to know the files
+    source  MERGE: plain Spark reading the source's columns into the no-op sink
+    find    plain Spark reading the columns the statement needs from the files it scanned (DELETE:
+            the predicate's; UPDATE / MERGE: every column, as the rows they rewrite are spread over
+            every page), filtered (MERGE: joined with the broadcast source's keys), with the row
+            positions, into Spark's no-op sink
+    dv      writing the same number of deletion-vector bytes to a new file
+    write   plain Spark writing the rows isolde wrote (cached first) as Parquet
+    stats   pyarrow reading the new files' footers
+    commit  writing the same commit JSON to a new file
 """
 
 from __future__ import annotations
@@ -24,35 +38,60 @@ import argparse
 import glob
 import json
 import os
-import resource
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+PHASES = ("plan", "source", "find", "dv", "write", "stats", "commit")
+CHUNK_ROWS = 2_000_000  # rows generated at a time: 50M rows never sit in memory at once
 
 
-def build_data(rows: int, dates: int, seed: int = 7):
+# --------------------------------------------------------------------------- data (child process)
+
+def _chunks(rows: int, dates: int, seed: int):
     import numpy as np
     import pyarrow as pa
 
     rng = np.random.default_rng(seed)
-    ids = np.arange(rows, dtype=np.int64)
     day = np.array([f"2024-01-{1 + d:02d}" for d in range(dates)])
-    table = pa.table({
-        "id": ids,
-        "key": rng.integers(0, 1_000_000, rows, dtype=np.int64),
-        "date": day[ids % dates],
-        **{f"v{i}": rng.random(rows) for i in range(1, 6)},
-    })
-    return table
+    for start in range(0, rows, CHUNK_ROWS):
+        ids = np.arange(start, min(rows, start + CHUNK_ROWS), dtype=np.int64)
+        n = len(ids)
+        yield from pa.table({
+            "id": ids,
+            "key": rng.integers(0, 1_000_000, n, dtype=np.int64),
+            "date": pa.array(day[ids % dates].tolist(), pa.string()),
+            **{f"v{i}": rng.random(n) for i in range(1, 6)},
+        }).to_batches()
 
 
-def merge_source(rows: int, dates: int, n: int, seed: int = 11):
+def build_table(path: str, rows: int, dates: int, files: int, seed: int = 7) -> None:
+    """The table delta-rs writes, chunk by chunk; ``files`` > 0 asks for about that many files."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    batches = _chunks(rows, dates, seed)
+    first = next(batches)
+
+    def all_batches():
+        yield first
+        yield from batches
+
+    reader = pa.RecordBatchReader.from_batches(first.schema, all_batches())
+    size = None
+    if files:
+        size = max(int(rows * 52 / files), 64 << 10)  # ~52 bytes a row in snappy Parquet
+    write_deltalake(path, reader, partition_by=["date"], target_file_size=size)
+
+
+def build_source(path: str, rows: int, dates: int, n: int, seed: int = 11) -> None:
     import numpy as np
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
     rng = np.random.default_rng(seed)
     n = max(n, 2)
@@ -60,250 +99,427 @@ def merge_source(rows: int, dates: int, n: int, seed: int = 11):
     new = np.arange(rows, rows + (n - n // 2), dtype=np.int64)
     ids = np.concatenate([existing, new])
     day = np.array([f"2024-01-{1 + d:02d}" for d in range(dates)])
-    return pa.table({
+    pq.write_table(pa.table({
         "id": ids,
         "key": rng.integers(0, 1_000_000, n, dtype=np.int64),
         "date": day[ids % dates],
         **{f"v{i}": rng.random(n) for i in range(1, 6)},
-    })
+    }), path)
 
 
-def last_commit(path: str) -> tuple[dict, list, list]:
-    logs = sorted(glob.glob(os.path.join(path, "_delta_log", "*.json")))
-    info, adds, removes = {}, [], []
-    with open(logs[-1]) as fh:
-        for line in fh:
-            a = json.loads(line)
-            if "commitInfo" in a:
-                info = a["commitInfo"]
-            elif "add" in a:
-                adds.append(a["add"])
-            elif "remove" in a:
-                removes.append(a["remove"])
-    return info, adds, removes
+DRS_OPS = {
+    "UPDATE": lambda dt, src: dt.update(updates={"v1": "v1 + 1", "v2": "0"}, predicate="key % 100 = 0"),
+    "DELETE": lambda dt, src: dt.delete("key % 1000 = 7"),
+    "MERGE": lambda dt, src: dt.merge(src, "t.id = s.id", source_alias="s", target_alias="t")
+    .when_matched_update_all().when_not_matched_insert_all().execute(),
+}
 
 
-def jvm_peak_mb(spark) -> float:
+def drs_worker(path: str, source: str) -> dict:
+    """delta-rs's three statements on its copy (each timed with its table load), then its
+    peak RSS (this process only)."""
+    import resource
+
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+
+    src = pq.read_table(source)
+    out = {"ops": {}}
+    for name, fn in DRS_OPS.items():
+        t = time.perf_counter()
+        dt = DeltaTable(path)
+        load = time.perf_counter() - t
+        t = time.perf_counter()
+        metrics = fn(dt, src)
+        out["ops"][name] = {"load_s": load, "op_s": time.perf_counter() - t,
+                            "metrics": {k: v for k, v in (metrics or {}).items() if isinstance(v, (int, float))}}
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+def table_check(path: str) -> list:
+    """(rows, round(sum(v1), 3)) read by delta-rs's query engine (which honours deletion vectors)."""
+    from deltalake import DeltaTable, QueryBuilder
+
+    t = QueryBuilder().register("t", DeltaTable(path)).execute(
+        "SELECT count(*) AS n, round(sum(v1), 3) AS s FROM t").read_all()
+    return [t.column("n")[0].as_py(), t.column("s")[0].as_py()]
+
+
+def _child(*args) -> dict:
+    """Run this file in a child process with ``args``; its last stdout line is JSON."""
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), *args], check=True, capture_output=True,
+                         text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# --------------------------------------------------------------------------- measuring isolde
+
+def _status_kb(pid, key: str) -> float:
     try:
-        pid = spark._jvm.java.lang.ProcessHandle.current().pid()
         with open(f"/proc/{pid}/status") as fh:
             for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except Exception:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
         pass
     return float("nan")
 
 
-def _timed_plain_write(spark, table_path: str, removes: list, scratch: str, balanced: bool, rows_of) -> float:
-    """Seconds to build ``rows_of(paths)`` over the files isolde rewrote and write it as Parquet.
+def reset_peaks(pids) -> None:
+    """Reset VmHWM (peak RSS) of these processes to their current RSS (Linux clear_refs 5)."""
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/clear_refs", "w") as fh:
+                fh.write("5")
+        except OSError:
+            pass
 
-    Spark's default split packing puts two 50 MB files in one task, so 10 files make 5 tasks
-    and the last wave runs on one core; ``balanced`` sizes the splits so every core gets the
-    same share (4 splits per core).
-    """
+
+def _files(table_path: str, actions) -> list:
     from urllib.parse import unquote
 
-    if not removes:
-        return 0.0
-    paths = [os.path.join(table_path, unquote(r["path"])) for r in removes]
-    out = os.path.join(scratch, f"floor-{time.time_ns()}")
-    key = "spark.sql.files.maxPartitionBytes"
-    old = spark.conf.get(key)
-    if balanced:
-        total = sum(os.path.getsize(p) for p in paths)
-        split = total // (4 * spark.sparkContext.defaultParallelism)
-        spark.conf.set(key, str(min(max(split, 4 << 20), 128 << 20)))
-    try:
-        t = time.perf_counter()
-        rows_of(paths).write.parquet(out)
-        return time.perf_counter() - t
-    finally:
-        spark.conf.set(key, old)
-        shutil.rmtree(out, ignore_errors=True)
+    return [os.path.join(table_path, unquote(a["path"])) for a in actions]
 
 
-def floor_rewrite(spark, table_path: str, removes: list, keep_sql: str, scratch: str,
-                  balanced: bool = False) -> float:
-    """Plain Spark: read the files isolde rewrote, filter, write Parquet (default or balanced
-    splits; the better of the two is the floor reported)."""
-    return _timed_plain_write(spark, table_path, removes, scratch, balanced,
-                              lambda paths: spark.read.parquet(*paths).filter(keep_sql))
+def _timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
 
 
-def join_floor_rewrite(spark, table_path: str, removes: list, source_view: str, key: str, scratch: str) -> float:
-    """Plain Spark's MERGE rewrite of the files isolde rewrote: read them, LEFT JOIN the source
-    (broadcast) on ``key``, take the source's values where a row matched, write Parquet; splits
-    balanced over the cores. No finding of files, no inserts, no checks: what any copy-on-write
-    MERGE on this engine costs at least."""
+def floors(spark, table_path: str, scanned: list, op: str, commit: tuple, scratch: str) -> dict:
+    """Seconds per phase for plain tools doing the statement's data work (module docstring);
+    ``scanned``: the data files the statement had to read (before it ran)."""
+    import pyarrow.parquet as pq
     from pyspark.sql import functions as F
 
-    def rows_of(paths):
-        target = spark.read.parquet(*paths).alias("t")
-        source = F.broadcast(spark.table(source_view)).alias("s")
-        hit = F.col(f"s.{key}").isNotNull()
-        return target.join(source, F.col(f"t.{key}") == F.col(f"s.{key}"), "left").select(
-            *[F.when(hit, F.col(f"s.{c}")).otherwise(F.col(f"t.{c}")).alias(c) for c in target.columns])
+    _, adds, removes, text = commit
+    removed = {r["path"] for r in removes}
+    new_files = _files(table_path, [a for a in adds if a["path"] not in removed])
+    out = {"source": _timed(lambda: spark.table("bench_source").write.format("noop").mode("overwrite").save())
+           if op == "MERGE" else 0.0}
+    rows = spark.read.parquet(*scanned) if scanned else None
+    if rows is None:
+        out["find"] = 0.0
+    elif op == "MERGE":  # the matched rows' every column: their new versions are written
+        keys = F.broadcast(spark.table("bench_source").select(F.col("id").alias("sid")))
+        found = rows.select("*", F.col("_metadata.row_index").alias("r")).join(keys, F.col("id") == F.col("sid"))
+        out["find"] = _timed(lambda: found.write.format("noop").mode("overwrite").save())
+    else:  # DELETE reads the predicate's column; UPDATE every column of the rows it rewrites
+        pred = "key % 100 = 0" if op == "UPDATE" else "key % 1000 = 7"
+        found = rows.select("*" if op == "UPDATE" else "key", F.col("_metadata.row_index").alias("r")).where(pred)
+        out["find"] = _timed(lambda: found.write.format("noop").mode("overwrite").save())
+    dv_bytes = sum((a.get("deletionVector") or {}).get("sizeInBytes", 0) + 4 for a in adds
+                   if (a.get("deletionVector") or {}).get("storageType") == "u")
+    payload = os.urandom(dv_bytes)
+    dv_path = os.path.join(scratch, f"dv-{time.time_ns()}.bin")
 
-    return _timed_plain_write(spark, table_path, removes, scratch, True, rows_of)
+    def write_dv():
+        with open(dv_path, "wb") as fh:
+            fh.write(payload)
+
+    out["dv"] = _timed(write_dv) if dv_bytes else 0.0
+    if new_files:
+        written = spark.read.parquet(*new_files).cache()
+        written.count()
+        dest = os.path.join(scratch, f"floor-{time.time_ns()}")
+        out["write"] = _timed(lambda: written.write.parquet(dest))
+        written.unpersist()
+        shutil.rmtree(dest, ignore_errors=True)
+        out["stats"] = _timed(lambda: [pq.read_metadata(p) for p in new_files])
+    else:
+        out["write"] = out["stats"] = 0.0
+    commit_path = os.path.join(scratch, f"commit-{time.time_ns()}.json")
+
+    def write_commit():
+        fd = os.open(commit_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+
+    out["commit"] = _timed(write_commit)
+    for p in (dv_path, commit_path):
+        if os.path.exists(p):
+            os.remove(p)
+    return out
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--dates", type=int, default=10)
-    ap.add_argument("--source-rows", type=int, default=None,
-                    help="MERGE source rows, half matching (default rows/100: 100k for 10M rows)")
-    ap.add_argument("--dir", default=None, help="scratch folder (default: a temp dir, removed after)")
-    ap.add_argument("--skip-deltalake", action="store_true")
-    ap.add_argument("--deletion-vectors", action="store_true",
-                    help="turn deletion vectors on for isolde's copy of the table (delta-rs still "
-                         "rewrites files): the path that must beat delta-rs; DML/floor < 1 then says how "
-                         "much cheaper than rewriting the touched files it is")
-    ap.add_argument("--repeat", type=int, default=1,
-                    help="rounds from fresh copies of the table; medians are printed (timings on a shared "
-                         "2-core machine vary by 10-20%% between runs)")
-    args = ap.parse_args(argv)
+# --------------------------------------------------------------------------- one table size
 
-    sys.path.insert(0, os.path.dirname(HERE))
-    from deltalake import DeltaTable, write_deltalake
+OPS = [
+    ("UPDATE", "UPDATE 1%", "UPDATE bench SET v1 = v1 + 1, v2 = 0 WHERE key % 100 = 0"),
+    ("DELETE", "DELETE 0.1%", "DELETE FROM bench WHERE key % 1000 = 7"),
+    ("MERGE", "MERGE upsert", "MERGE INTO bench t USING bench_source s ON s.id = t.id "
+                              "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"),
+]
 
-    import isolde
-    from isolde.executor.spark import get_spark
 
-    scratch = args.dir or tempfile.mkdtemp(prefix="isolde-bench-dml-")
-    os.makedirs(scratch, exist_ok=True)
+def run_size(s, spark, scratch: str, rows: int, files: int, args) -> dict:
+    """Every round of one table size; returns the medians (see ``summarise``)."""
+    label = f"{rows:,} rows" + (f", ~{files:,} files" if files else "")
+    pristine = os.path.join(scratch, f"pristine-{rows}-{files}")
+    source = os.path.join(scratch, f"source-{rows}.parquet")
     wh = os.path.join(scratch, "warehouse")
     iso_path = os.path.join(wh, "default", "bench")
     drs_path = os.path.join(scratch, "deltalake", "bench")
-    pristine = os.path.join(scratch, "pristine")
+    t = time.perf_counter()
+    if not os.path.exists(pristine):
+        _child("--build", pristine, str(rows), str(args.dates), str(files))
+    n_source = args.source_rows or max(rows // 100, 2)
+    if not os.path.exists(source):
+        _child("--build-source", source, str(rows), str(args.dates), str(n_source))
+    n_files = len(glob.glob(os.path.join(pristine, "**", "*.parquet"), recursive=True))
+    size = sum(os.path.getsize(p) for p in glob.glob(os.path.join(pristine, "**", "*.parquet"), recursive=True))
+    print(f"\n== {label}: {n_files:,} files, {size / 1e6:,.0f} MB Parquet, MERGE source {n_source:,} rows "
+          f"(built in {time.perf_counter() - t:.0f} s); {args.repeat} round(s)", flush=True)
+    spark.read.parquet(source).createOrReplaceTempView("bench_source")
+    jvm_pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+    rounds = []
+    warm, args.warm_up = args.warm_up, 0  # the first table size only
+    for rnd in range(-warm, args.repeat):
+        for path in (iso_path, drs_path):
+            shutil.rmtree(path, ignore_errors=True)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            shutil.copytree(pristine, path)
+        if not args.copy_on_write:
+            s.execute("ALTER TABLE bench SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+        os.sync()  # the copies' dirty pages would otherwise be flushed during the first statement
+        s.execute("SELECT count(*) FROM bench").rows  # warm: first plans of this table
+        spark.table("bench_source").count()
+        reset_peaks([os.getpid(), jvm_pid])
+        per_op = {}
+        for op, _name, sql in OPS:
+            t = time.perf_counter()
+            res = s.execute(sql)
+            wall = time.perf_counter() - t
+            per_op[op] = {"iso_s": wall, "phases": {k: v / 1000 for k, v in res.phases.items()},
+                          "metrics": dict(res.metrics)}
+        if rnd < 0:
+            print(f"warm-up round (not counted): " + ", ".join(f"{op} {v['iso_s']:.2f} s" for op, v in per_op.items()),
+                  flush=True)
+            continue
+        mem = {"python_mb": _status_kb(os.getpid(), "VmHWM") / 1024, "jvm_mb": _status_kb(jvm_pid, "VmHWM") / 1024}
+        drs = _child("--drs-worker", drs_path, source)
+        # floors after all three statements (the memory figure is the statements' own), from
+        # isolde's log: each statement's commit and the files live before it
+        for i, (op, _name, _sql) in enumerate(OPS):
+            version = _version_of(iso_path, i)
+            commit = _commit_at(iso_path, version)
+            scanned = _files(iso_path, [{"path": p} for p in _files_at(iso_path, version - 1)])
+            per_op[op]["floor"] = floors(spark, iso_path, scanned, op, commit, scratch)
+            per_op[op]["floor"]["plan"] = drs["ops"][op]["load_s"]
+            per_op[op]["drs_s"] = drs["ops"][op]["op_s"]
+            per_op[op]["drs_metrics"] = drs["ops"][op]["metrics"]
+        check = (_child("--check", iso_path), _child("--check", drs_path)) if rnd == args.repeat - 1 else None
+        rounds.append({"ops": per_op, "mem": mem, "drs_rss_mb": drs["peak_rss_mb"], "check": check})
+        print(f"round {rnd + 1}: " + ", ".join(
+            f"{op} {per_op[op]['iso_s']:.2f} s (delta-rs {per_op[op]['drs_s']:.2f} s)" for op, _, _ in OPS), flush=True)
+    return summarise(label, rows, files, n_files, rounds)
+
+
+def _version_of(path: str, i: int) -> int:
+    """The version of the i-th statement of the round: the log's last 3 commits are the three."""
+    logs = sorted(glob.glob(os.path.join(path, "_delta_log", "*.json")))
+    return int(os.path.basename(logs[-len(OPS) + i]).split(".")[0])
+
+
+def _commit_at(path: str, version: int) -> tuple:
+    info, adds, removes = {}, [], []
+    with open(os.path.join(path, "_delta_log", f"{version:020d}.json")) as fh:
+        text = fh.read()
+    for line in text.splitlines():
+        a = json.loads(line)
+        if "commitInfo" in a:
+            info = a["commitInfo"]
+        elif "add" in a:
+            adds.append(a["add"])
+        elif "remove" in a:
+            removes.append(a["remove"])
+    return info, adds, removes, text
+
+
+def _files_at(path: str, version: int) -> list:
+    from deltalake import DeltaTable
+
+    return DeltaTable(path, version=version).get_add_actions(flatten=True).column("path").to_pylist()
+
+
+def _med(values):
+    values = [v for v in values if v == v]
+    return statistics.median(values) if values else float("nan")
+
+
+def summarise(label: str, rows: int, files: int, n_files: int, rounds: list) -> dict:
+    out = {"label": label, "rows": rows, "files_asked": files, "files": n_files, "ops": {}}
+    for op, name, _ in OPS:
+        per = [r["ops"][op] for r in rounds]
+        out["ops"][op] = {
+            "name": name,
+            "iso_s": _med([p["iso_s"] for p in per]),
+            "drs_s": _med([p["drs_s"] for p in per]),
+            "ratio": _med([p["iso_s"] / p["drs_s"] for p in per if p["drs_s"]]),
+            "phases": {k: _med([p["phases"].get(k, 0.0) for p in per]) for k in PHASES},
+            "floor": {k: _med([p["floor"].get(k, 0.0) for p in per]) for k in PHASES},
+            "metrics": per[-1]["metrics"], "drs_metrics": per[-1]["drs_metrics"],
+        }
+        out["ops"][op]["floor_s"] = sum(out["ops"][op]["floor"].values())
+    out["python_mb"] = max(r["mem"]["python_mb"] for r in rounds)
+    out["jvm_mb"] = max(r["mem"]["jvm_mb"] for r in rounds)
+    out["drs_rss_mb"] = max(r["drs_rss_mb"] for r in rounds)
+    out["check"] = rounds[-1]["check"]
+    return out
+
+
+def print_size(res: dict) -> None:
+    print(f"\n{res['label']} ({res['files']:,} files): medians, seconds")
+    print(f"{'statement':<14}{'isolde':>8}{'delta-rs':>10}{'iso/drs':>9}{'floor':>8}{'iso/floor':>10}   "
+          + "  ".join(f"{k:>13}" for k in PHASES))
+    for op, name, _ in OPS:
+        r = res["ops"][op]
+        cells = "  ".join(f"{r['phases'].get(k, 0.0):>6.3f}/{r['floor'].get(k, 0.0):<6.3f}" for k in PHASES)
+        print(f"{name:<14}{r['iso_s']:>8.2f}{r['drs_s']:>10.2f}{r['ratio']:>9.2f}{r['floor_s']:>8.2f}"
+              f"{r['iso_s'] / r['floor_s'] if r['floor_s'] else float('nan'):>10.2f}   {cells}")
+    print("(phase cells: isolde / floor; plan's floor is delta-rs loading the table)")
+    keys = ("numUpdatedRows", "numDeletedRows", "numTargetRowsUpdated", "numTargetRowsInserted",
+            "numDeletionVectorsAdded", "numAddedFiles", "numRemovedFiles")
+    for op, name, _ in OPS:
+        m = res["ops"][op]["metrics"]
+        print(f"  {name}: isolde {({k: m[k] for k in keys if k in m})}; delta-rs {res['ops'][op]['drs_metrics']}")
+    print(f"peak memory during the statements: isolde Python driver {res['python_mb']:,.0f} MB + JVM "
+          f"{res['jvm_mb']:,.0f} MB; delta-rs process {res['drs_rss_mb']:,.0f} MB")
+    if res["check"]:
+        iso, drs = res["check"]
+        print(f"check (read by delta-rs): isolde {iso} delta-rs {drs} -> {'same' if iso == drs else 'DIFFERENT'}")
+
+
+def plot(results: list, path: str) -> None:
     try:
-        t = time.perf_counter()
-        data = build_data(args.rows, args.dates)
-        write_deltalake(pristine, data, partition_by=["date"])
-        del data
-        size = sum(os.path.getsize(p) for p in glob.glob(os.path.join(pristine, "**", "*.parquet"), recursive=True))
-        print(f"data: {args.rows:,} rows, {args.dates} partitions, {size / 1e6:.1f} MB Parquet "
-              f"(built in {time.perf_counter() - t:.1f} s); {args.repeat} round(s), medians shown; "
-              f"JVM profile {os.environ.get('ISOLDE_JVM', 'throughput')} (ISOLDE_JVM); isolde "
-              + ("with deletion vectors" if args.deletion_vectors else "copy-on-write"))
-        source = merge_source(args.rows, args.dates, args.source_rows or max(args.rows // 100, 2))
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"(no plot: matplotlib is not installed; pip install matplotlib to get {path})")
+        return
+    base = [r for r in results if not r["files_asked"]]
+    many = [r for r in results if r["files_asked"]]
+    fig, axes = plt.subplots(1, len(OPS), figsize=(5 * len(OPS), 4.2), sharey=True)
+    for ax, (op, name, _) in zip(axes, OPS):
+        for key, label, style in (("iso_s", "isolde (deletion vectors)", "o-"), ("drs_s", "delta-rs", "s-"),
+                                  ("floor_s", "floor (sum of phase floors)", "^--")):
+            ax.plot([r["rows"] for r in base], [r["ops"][op][key] for r in base], style, label=label)
+            if many:
+                ax.plot([r["rows"] for r in many], [r["ops"][op][key] for r in many], style[0], mfc="none", ms=11,
+                        color=ax.lines[-1].get_color(), label=f"{label.split(' (')[0]}, {many[0]['files']:,} files")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(name)
+        ax.set_xlabel("table rows")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("seconds (warm median)")
+    axes[-1].legend(fontsize=7)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=110)
+    print(f"plot: {path}")
+
+
+def report(results: list, plot_path) -> None:
+    """The scaling summary over table sizes (and the plot)."""
+    if len(results) > 1:
+        print("\nscaling (warm medians, seconds: isolde / delta-rs [ratio])")
+        print(f"{'table':<28}" + "".join(f"{name:>24}" for _, name, _ in OPS) + f"{'py+JVM MB':>12}{'drs MB':>9}")
+        for r in results:
+            print(f"{r['label']:<28}" + "".join(
+                f"{r['ops'][op]['iso_s']:>10.2f} / {r['ops'][op]['drs_s']:>6.2f} [{r['ops'][op]['ratio']:.2f}]"
+                for op, _, _ in OPS) + f"{r['python_mb'] + r['jvm_mb']:>12,.0f}{r['drs_rss_mb']:>9,.0f}")
+    if plot_path:
+        plot(results, plot_path)
+
+
+def _int_list(text: str) -> list:
+    return [int(float(x)) for x in text.split(",") if x.strip()]
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("--build", "--build-source", "--drs-worker", "--check"):
+        return _child_main(argv)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", default="1000000", help="table sizes, comma-separated (1000000,10000000)")
+    ap.add_argument("--files", default="0", help="files per size (comma-separated, aligned with --rows; "
+                                                 "0 = delta-rs's default, one per partition)")
+    ap.add_argument("--extra", default="", help="more rows:files configurations, e.g. 10000000:1000")
+    ap.add_argument("--dates", type=int, default=10)
+    ap.add_argument("--source-rows", type=int, default=None, help="MERGE source rows (default rows/100)")
+    ap.add_argument("--dir", default=None, help="scratch folder (default: a temp dir, removed after)")
+    ap.add_argument("--copy-on-write", action="store_true", help="isolde without deletion vectors")
+    ap.add_argument("--deletion-vectors", action="store_true", help="(the default; kept for old command lines)")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds per size, from fresh copies; medians shown")
+    ap.add_argument("--warm-up", type=int, default=1,
+                    help="untimed rounds of isolde's statements before the first size (the JIT compiles Spark's "
+                         "Parquet read and write code; see benchmarks/first_statement.py for a cold start)")
+    ap.add_argument("--plot", default=None, help="PNG of time against rows (log-log), matplotlib")
+    ap.add_argument("--json", default=None, help="write the medians here")
+    ap.add_argument("--from-json", default=None,
+                    help="comma-separated --json outputs of earlier runs: print their tables, the scaling "
+                         "summary and --plot, without running anything")
+    args = ap.parse_args(argv)
+    if args.from_json:
+        results = []
+        for path in args.from_json.split(","):
+            with open(path) as fh:
+                results += json.load(fh)
+        for res in results:
+            print_size(res)
+        report(results, args.plot)
+        return 0
+
+    sys.path.insert(0, os.path.dirname(HERE))
+    import isolde
+    from isolde.executor.spark import get_spark
+
+    sizes = _int_list(args.rows)
+    files = _int_list(args.files)
+    files = files + [files[-1]] * (len(sizes) - len(files)) if files else [0] * len(sizes)
+    configs = list(zip(sizes, files)) + [tuple(_int_list(x.replace(":", ","))) for x in args.extra.split() if x]
+    scratch = args.dir or tempfile.mkdtemp(prefix="isolde-bench-dml-")
+    os.makedirs(scratch, exist_ok=True)
+    print(f"isolde {'copy-on-write' if args.copy_on_write else 'with deletion vectors'} vs delta-rs (copy-on-write); "
+          f"JVM profile {os.environ.get('ISOLDE_JVM', 'throughput')} (ISOLDE_JVM); {os.cpu_count()} cores")
+    try:
         spark = get_spark()
-        s = isolde.connect(warehouse=wh, spark=spark)
-        s.spark.createDataFrame(source.to_pandas()).createOrReplaceTempView("bench_source")
-
-        ops = [
-            ("UPDATE 1%", "UPDATE bench SET v1 = v1 + 1, v2 = 0 WHERE key % 100 = 0", "numUpdatedRows",
-             lambda dt: dt.update(updates={"v1": "v1 + 1", "v2": "0"}, predicate="key % 100 = 0"), "TRUE"),
-            ("DELETE 0.1%", "DELETE FROM bench WHERE key % 1000 = 7", "numDeletedRows",
-             lambda dt: dt.delete("key % 1000 = 7"), "NOT (key % 1000 = 7)"),
-            (f"MERGE {len(source):,} upsert",
-             "MERGE INTO bench t USING bench_source s ON s.id = t.id "
-             "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *", None,
-             lambda dt: dt.merge(source, "t.id = s.id", source_alias="s", target_alias="t")
-             .when_matched_update_all().when_not_matched_insert_all().execute(), "TRUE"),
-        ]
-        rounds = []  # per round, per op: (iso_s, drs_s, floor_s, iso_bytes, drs_bytes, metrics, drs_metrics,
-        #                           floor with default splits, floor with balanced splits)
-        for rnd in range(args.repeat):
-            # every round starts both engines from the same files
-            for path in (iso_path, drs_path):
-                shutil.rmtree(path, ignore_errors=True)
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                shutil.copytree(pristine, path)
-            if args.deletion_vectors:
-                s.execute("ALTER TABLE bench SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
-            os.sync()  # the copies' dirty pages would otherwise be flushed during the first statement
-            # warm the JVM (first query plans and codegen) on the same table
-            s.execute("SELECT count(*) FROM bench").rows
-            spark.table("bench_source").count()
-            if rnd == 0:
-                # and its Parquet read + write code, untimed: otherwise the first statement pays
-                # the optimising JIT's compiling of it and the floor timed after it does not
-                everything = [{"path": a["path"]} for a in last_commit(pristine)[1]]
-                floor_rewrite(spark, pristine, everything, "TRUE", scratch, balanced=True)
-            results = []
-            for name, sql, count_key, drs_fn, keep in ops:
-                t = time.perf_counter()
-                res = s.execute(sql)
-                iso_s = time.perf_counter() - t
-                _, adds, removes = last_commit(iso_path)
-                # new data files only: a deletion vector re-adds its file under the same path
-                iso_bytes = sum(a["size"] for a in adds if a["path"] not in {r["path"] for r in removes})
-                # the floor right after the statement, on the files it rewrote (same machine state)
-                floor_default = floor_rewrite(spark, iso_path, removes, keep, scratch)
-                floor_balanced = floor_rewrite(spark, iso_path, removes, keep, scratch, balanced=True)
-                floor_s = min(floor_default, floor_balanced)
-                join_floor = (join_floor_rewrite(spark, iso_path, removes, "bench_source", "id", scratch)
-                              if sql.startswith("MERGE") else float("nan"))
-                drs_s = drs_bytes = float("nan")
-                drs_metrics = {}
-                if not args.skip_deltalake:
-                    dt = DeltaTable(drs_path)
-                    t = time.perf_counter()
-                    drs_metrics = drs_fn(dt)
-                    drs_s = time.perf_counter() - t
-                    _, dadds, _ = last_commit(drs_path)
-                    drs_bytes = sum(a["size"] for a in dadds)
-                results.append((iso_s, drs_s, floor_s, iso_bytes, drs_bytes, res.metrics, drs_metrics,
-                                floor_default, floor_balanced, join_floor))
-            rounds.append(results)
-            print(f"round {rnd + 1}: " + ", ".join(f"{op[0]} {r[0]:.2f} s (floor {r[7]:.2f} s default splits, "
-                                                   f"{r[8]:.2f} s balanced"
-                                                   + (f", join floor {r[9]:.2f} s" if r[9] == r[9] else "") + ")"
-                                                   for op, r in zip(ops, results)), flush=True)
-
-        def med(values):
-            values = [v for v in values if v == v]
-            return statistics.median(values) if values else float("nan")
-
-        print()
-        print(f"{'operation':<22}{'isolde s':>10}{'delta-rs s':>12}{'iso/drs':>9}{'floor s':>9}{'DML/floor':>10}"
-              f"{'scan s':>8}{'rewrite s':>10}{'rows/s (isolde)':>17}{'MB written iso':>18}{'MB drs':>9}")
-        for i, (name, *_rest) in enumerate(ops):
-            per = [r[i] for r in rounds]
-            iso_s, drs_s, floor_s = med([p[0] for p in per]), med([p[1] for p in per]), med([p[2] for p in per])
-            ratio = med([p[0] / p[1] for p in per if p[1] == p[1] and p[1]])
-            fr = med([p[0] / p[2] for p in per if p[2]])
-            scan_s = med([p[5].get("scanTimeMs", float("nan")) / 1000 for p in per])
-            rewrite_s = med([p[5].get("rewriteTimeMs", float("nan")) / 1000 for p in per])
-            ib, db = per[-1][3], per[-1][4]
-            print(f"{name:<22}{iso_s:>10.2f}{drs_s:>12.2f}{ratio:>9.2f}{floor_s:>9.2f}{fr:>10.2f}"
-                  f"{scan_s:>8.2f}{rewrite_s:>10.2f}{args.rows / iso_s:>17,.0f}{ib / 1e6:>18.1f}{db / 1e6:>9.1f}")
-        if args.repeat > 1:
-            print("(ratios are medians of the per-round ratios; every round: "
-                  + "; ".join(f"{op[0]} " + " ".join(f"{r[i][0] / r[i][2]:.2f}" for r in rounds)
-                              for i, op in enumerate(ops)) + ")")
-        for i, (name, *_rest) in enumerate(ops):
-            per = [r[i] for r in rounds if r[i][9] == r[i][9]]
-            if per:
-                print(f"{name}: the plain Spark join rewrite (read + broadcast LEFT JOIN source + write, no "
-                      f"inserts) takes {med([p[9] for p in per]):.2f} s, {med([p[9] / p[2] for p in per]):.2f}x "
-                      f"the floor; isolde is {med([p[0] / p[9] for p in per]):.2f}x the join rewrite")
-        print()
-        for (name, *_), (*_, m, dm, _fd, _fb, _jf) in zip(ops, rounds[-1]):
-            keys = ("numUpdatedRows", "numDeletedRows", "numTargetRowsUpdated", "numTargetRowsInserted",
-                    "numAddedFiles", "numRemovedFiles", "numCopiedRows")
-            im = {k: m[k] for k in keys if k in m}
-            dkeys = ("num_updated_rows", "num_deleted_rows", "num_target_rows_updated", "num_target_rows_inserted",
-                     "num_added_files", "num_removed_files", "num_copied_rows", "num_target_rows_copied")
-            drm = {k: dm[k] for k in dkeys if isinstance(dm, dict) and k in dm}
-            print(f"{name}: isolde {im}\n{'':>{len(name)}}  delta-rs {drm}")
-        py_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"\npeak memory: Python driver {py_mb:.0f} MB (includes delta-rs, which runs in-process), "
-              f"JVM {jvm_peak_mb(spark):.0f} MB")
-        # both engines must agree on the result
-        if not args.skip_deltalake:
-            n_iso = s.execute("SELECT count(*), round(sum(v1), 3) FROM bench").rows[0]
-            d = DeltaTable(drs_path).to_pyarrow_table(columns=["v1"])
-            import pyarrow.compute as pc
-
-            n_drs = (d.num_rows, round(pc.sum(d["v1"]).as_py(), 3))
-            print(f"check: isolde {n_iso} delta-rs {n_drs} -> {'same' if tuple(n_iso) == n_drs else 'DIFFERENT'}")
+        s = isolde.connect(warehouse=os.path.join(scratch, "warehouse"), spark=spark)
+        results = []
+        for rows, n_files in configs:
+            res = run_size(s, spark, scratch, rows, n_files, args)
+            print_size(res)
+            results.append(res)
+        report(results, args.plot)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(results, fh, indent=1, default=str)
         return 0
     finally:
         if args.dir is None:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _child_main(argv: list) -> int:
+    kind, rest = argv[0], argv[1:]
+    if kind == "--build":
+        build_table(rest[0], int(rest[1]), int(rest[2]), int(rest[3]))
+        print(json.dumps({}))
+    elif kind == "--build-source":
+        build_source(rest[0], int(rest[1]), int(rest[2]), int(rest[3]))
+        print(json.dumps({}))
+    elif kind == "--drs-worker":
+        print(json.dumps(drs_worker(rest[0], rest[1])))
+    else:
+        print(json.dumps(table_check(rest[0])))
+    return 0
 
 
 if __name__ == "__main__":

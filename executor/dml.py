@@ -55,6 +55,7 @@ from pyspark.sql import DataFrame, functions as F
 from isolde.errors import AnalysisError
 from isolde.executor import cdf
 from isolde.executor import schema as S
+from isolde.executor.phases import phase
 from isolde.executor.scan import FILE_COL, ROW_COL, scan
 from isolde.executor.target_reads import statement_reads_target
 from isolde.executor.txn.statement_scope import record_scope, scope_flags  # noqa: F401 (re-exported)
@@ -464,45 +465,11 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
                              identity=bool(ident)))
 
     if dv_files:
-        from isolde.executor.log.deletion_vectors import read_deletion_vector, write_deletion_vectors
-        from pyroaring import BitMap64
-
-        rows: dict[str, BitMap64] = {p: BitMap64() for p in dv_files}
-        found = changed_positions(changes, dv_files) if positions is None else positions
-        for path in dv_files:
-            if path in found:
-                rows[path].update(found[path])
-        for p in dv_files:
-            old = touched[p].deletion_vector
-            if old is not None:
-                rows[p] |= read_deletion_vector(target.path, old)
-        from isolde.executor.log.deletion_vectors import dv_file_path
-
-        # a file left with no live row is removed outright, as Delta does: no vector that
-        # covers every row (its row count must be known exactly, else it keeps a vector)
-        emptied = set()
-        for p in dv_files:
-            n = file_num_records(target, touched[p]) if len(rows[p]) else None
-            if n is not None and len(rows[p]) >= n:
-                emptied.add(p)
-        vectors = {p: rows[p] for p in dv_files if len(rows[p]) and p not in emptied}
-        descriptors = write_deletion_vectors(target.path, vectors) if vectors else {}
-        out.staged_paths.extend(sorted({dv_file_path(target.path, d) for d in descriptors.values()}))
-        for p in dv_files:
-            add = touched[p]
-            if p in emptied:
-                out.remove_whole(add, now)
-                continue
-            if p not in descriptors:
-                continue
-            dv = descriptors[p]
-            out.actions.append(add.remove(deletion_timestamp=now, data_change=True))
-            new_add = _with_dv(add, dv)
-            out.actions.append(new_add)
-            if add.deletion_vector is not None:
-                out.num_dv_updated += 1
-            else:
-                out.num_dv_files += 1
+        if positions is None:
+            with phase("find"):
+                positions = changed_positions(changes, dv_files)
+        with phase("dv"):
+            _build_vectors(target, touched, dv_files, positions, out, now)
 
     if grouped:
         from isolde.executor.writer import write_partition_groups
@@ -533,33 +500,52 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
     return out
 
 
+def _build_vectors(target: Target, touched: dict, dv_files: list, positions: dict, out: ChangeSet, now: int) -> None:
+    """Each file's new deletion vector: its changed positions (``positions``: path -> BitMap64)
+    OR its old vector, written beside the table; a file left with no live row is removed."""
+    from pyroaring import BitMap64
+
+    from isolde.executor.log.deletion_vectors import dv_file_path, read_deletion_vector, write_deletion_vectors
+
+    rows = {p: BitMap64(positions[p]) if p in positions else BitMap64() for p in dv_files}
+    for p in dv_files:
+        old = touched[p].deletion_vector
+        if old is not None:
+            rows[p] |= read_deletion_vector(target.path, old)
+    # a file left with no live row is removed outright, as Delta does: no vector that
+    # covers every row (its row count must be known exactly, else it keeps a vector)
+    emptied = set()
+    for p in dv_files:
+        n = file_num_records(target, touched[p]) if len(rows[p]) else None
+        if n is not None and len(rows[p]) >= n:
+            emptied.add(p)
+    vectors = {p: rows[p] for p in dv_files if len(rows[p]) and p not in emptied}
+    descriptors = write_deletion_vectors(target.path, vectors) if vectors else {}
+    out.staged_paths.extend(sorted({dv_file_path(target.path, d) for d in descriptors.values()}))
+    for p in dv_files:
+        add = touched[p]
+        if p in emptied:
+            out.remove_whole(add, now)
+            continue
+        if p not in descriptors:
+            continue
+        dv = descriptors[p]
+        out.actions.append(add.remove(deletion_timestamp=now, data_change=True))
+        new_add = _with_dv(add, dv)
+        out.actions.append(new_add)
+        if add.deletion_vector is not None:
+            out.num_dv_updated += 1
+        else:
+            out.num_dv_files += 1
+
+
 def changed_positions(changes: DataFrame, paths: Optional[list] = None) -> dict:
-    """AddFile.path -> numpy array of the row positions in it that ``changes`` updates or
-    deletes, for the files ``paths`` (default: all) (one Arrow collect; a Row per position
-    costs ~5 us in Python)."""
-    changing = F.col(ACTION_COL) != KEEP
-    if paths is not None:
-        changing = F.col(FILE_COL).isin(paths) & changing
-    return positions_by_file(changes.filter(changing).select(FILE_COL, ROW_COL).toArrow())
+    """AddFile.path -> ``BitMap64`` of the row positions in it that ``changes`` updates or
+    deletes, for the files ``paths`` (default: all): one Spark job, the bitmaps built in Spark
+    (``row_bitmaps``), never a row list on the driver."""
+    from isolde.executor import row_bitmaps
 
-
-def positions_by_file(table) -> dict:
-    """An Arrow table of (FILE_COL, ROW_COL) rows as AddFile.path -> numpy uint64 positions."""
-    import numpy as np
-    import pyarrow.compute as pc
-
-    out = {}
-    if table.num_rows == 0:
-        return out
-    table = table.sort_by(FILE_COL)
-    files = table.column(FILE_COL).combine_chunks()
-    rows = table.column(ROW_COL).to_numpy()
-    ends = pc.run_end_encode(files).run_ends.to_numpy()
-    start = 0
-    for end in ends:
-        out[files[start].as_py()] = rows[start:end].astype(np.uint64)
-        start = int(end)
-    return out
+    return row_bitmaps.positions_by_file(changes.filter(F.col(ACTION_COL) != KEEP), FILE_COL, ROW_COL, paths)
 
 
 def _plain_struct(struct):
@@ -1075,16 +1061,18 @@ def run_update_delete(ctx, stmt, is_update: bool):
         positions = None
         if dv_only:
             # the changed rows (positions and new values) are all the write needs. ONE job finds
-            # them and brings their positions to the driver, where they are counted per file (no
-            # count job); an UPDATE's rows are kept (a lazy checkpoint, filled by that job) for
+            # them and brings their positions to the driver as per-file bitmaps built in Spark,
+            # which also count them (no count job); an UPDATE's rows are kept (a lazy checkpoint, filled by that job) for
             # its write, a DELETE writes no row (its change feed re-reads ``flagged``)
             changed_rows = changes_over(flagged.filter(c))
             if is_update:
                 changed_rows = views.checkpoint(changed_rows, eager=False)
-            positions = changed_positions(changed_rows)
+            with phase("find"):
+                positions = changed_positions(changed_rows)
             changed = {p: len(rows) for p, rows in positions.items()}
         else:
-            counts = flagged.filter("__isolde_c").groupBy(FILE_COL).count().collect()
+            with phase("find"):
+                counts = flagged.filter("__isolde_c").groupBy(FILE_COL).count().collect()
             changed = {r[0]: int(r[1]) for r in counts}
         touched = {p: by_path[p] for p in changed}
         n_changed = sum(changed.values())

@@ -35,6 +35,8 @@ class CommitResult:
     metrics: dict = field(default_factory=dict)
     table: str = ""
     elapsed_s: float = 0.0
+    # where the statement's time went, ms per phase (executor/phases.py); empty for prepare()
+    phases: dict = field(default_factory=dict)
 
     # -- what the statement answers with (overridden by the results that have a row)
     def result_row(self) -> Optional[dict]:

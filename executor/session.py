@@ -35,6 +35,7 @@ import uuid
 from typing import Optional, Union
 
 from isolde import errors as E
+from isolde.executor import phases
 from isolde.executor.catalog import DEFAULT_DATABASE, Catalog, check_name
 from isolde.executor.spark import SPARK_WAREHOUSE_DIR
 from isolde.executor.context import ConfStore, ExecutionContext
@@ -221,18 +222,22 @@ class Session:
             needs_spark = needs_spark(stmt)
         if needs_spark:
             self._set_job_group(group, stmt)
+        clock = phases.statement_clock()
         try:
-            try:
-                out = translate_errors(lambda: runner(ctx, stmt), ctx)
-            except WriteAlreadyCommitted as skipped:  # txnAppId / txnVersion: this write was made before
-                out = _skipped_write(stmt, skipped)
-            if isinstance(out, PreparedWrite):
-                if prepare:
+            with clock as timer:
+                try:
+                    out = translate_errors(lambda: runner(ctx, stmt), ctx)
+                except WriteAlreadyCommitted as skipped:  # txnAppId / txnVersion: this write was made before
+                    out = _skipped_write(stmt, skipped)
+                if isinstance(out, PreparedWrite) and not prepare:
+                    with phases.phase("commit"):
+                        out = translate_errors(out.commit, ctx)
+                    if isinstance(out, CommitResult):
+                        out = dataclasses.replace(out, elapsed_s=out.elapsed_s or time.perf_counter() - started,
+                                                  phases=timer.milliseconds())
                     return out
-                result = translate_errors(out.commit, ctx)
-                if isinstance(result, CommitResult) and not result.elapsed_s:
-                    result = dataclasses.replace(result, elapsed_s=time.perf_counter() - started)
-                return result
+            if isinstance(out, PreparedWrite):
+                return out
             if prepare:
                 raise E.AnalysisError(f"{_statement_name(stmt)} is not a write; prepare() needs INSERT, UPDATE, "
                                       "DELETE, MERGE or another statement that commits.",

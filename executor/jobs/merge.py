@@ -48,6 +48,7 @@ from isolde.executor import properties as P
 from isolde.executor import schema as S
 from isolde.executor.dml import ACTION_COL, DELETE, INSERT, KEEP, UPDATE, q
 from isolde.executor.jobs import executes
+from isolde.executor.phases import phase
 from isolde.executor.scan import FILE_COL, ROW_COL, scan
 from isolde.executor.target_reads import statement_reads_target
 from isolde.grammar import ast
@@ -338,74 +339,58 @@ def _cardinality_error(target) -> MergeCardinalityError:
 
 
 class _Pairs:
-    """Pass 1's (file, row, source row id, acting clause) pairs on the driver (an Arrow table),
-    and what the plan needs from them: what the per-file GROUP BY computed in Spark.
+    """What the plan needs from pass 1's (target file, row, source row id, acting clause)
+    pairs, from bitmaps Spark built in ONE job (``row_bitmaps``): per (file, clause) the target
+    rows and how many pairs named them, and the matched source row ids. No pair list reaches
+    the driver: a 10M-row MERGE brings at most ``rows / 32768`` 4 KiB bitmaps per file.
 
-    A target row is one row per pair when the source's keys are unique, else its pairs are
-    grouped: its clause is the largest acting one (at most one acts unless a lone DELETE)."""
+    A target row's clause is the acting one (at most one acts unless a lone DELETE: two pairs
+    naming one row under acting clauses is what the cardinality check refuses)."""
 
-    def __init__(self, table, unique_keys: bool):
-        import numpy as np
+    def __init__(self, pass1_rows):
+        from isolde.executor import row_bitmaps
 
-        table = table.sort_by([(FILE_COL, "ascending"), (ROW_COL, "ascending")])
-        coded = table.column(FILE_COL).combine_chunks().dictionary_encode()
-        self.names = coded.dictionary.to_pylist()
-        files = coded.indices.to_numpy(zero_copy_only=False).astype(np.int64)  # a file's code
-        rows = table.column(ROW_COL).combine_chunks().to_numpy(zero_copy_only=False).astype(np.int64)
-        self.sids = table.column("sid").combine_chunks().drop_null().to_numpy(zero_copy_only=False).astype(np.int64)
-        self.n_matched = len(self.sids)  # pairs with a source row
-        cl = table.column(CLAUSE).combine_chunks().fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-        n = len(cl)
-        first = np.ones(n, dtype=bool)
-        if not unique_keys and n:  # a row's pairs are adjacent: a new row starts where (file, row) changes
-            first[1:] = (files[1:] != files[:-1]) | (rows[1:] != rows[:-1])
-        starts = np.flatnonzero(first)
-        if n:
-            self.n_act = np.add.reduceat((cl >= 0).astype(np.int64), starts)
-            self.n_all = np.diff(np.append(starts, n))
-            self.cl = np.maximum.reduceat(np.where(cl >= 0, cl, -1), starts)
-        else:
-            self.n_act = self.n_all = self.cl = np.zeros(0, dtype=np.int64)
-        self.files, self.rows = files[starts], rows[starts]  # one entry per target row, by file
-        self.max_act = int(self.n_act.max()) if n else 0
+        pairs = pass1_rows.select(F.explode(F.array(
+            F.struct(F.lit(0).alias("k"), F.col(FILE_COL).alias("f"), F.col(CLAUSE).cast("int").alias("cl"),
+                     F.col(ROW_COL).cast("long").alias("p")),
+            F.struct(F.lit(1).alias("k"), F.lit(None).cast("string").alias("f"), F.lit(None).cast("int").alias("cl"),
+                     F.col("sid").cast("long").alias("p")))).alias("x")).select("x.*")
+        found = row_bitmaps.collect_bitmaps(pairs, ["k", "f", "cl"], "p")
+        sources = found.pop((1, None, None), None)
+        self.sids = sources.rows if sources is not None else None
+        self.n_matched = sources.pairs if sources is not None else 0  # pairs with a source row
+        self.by_file: dict = {}  # file -> {clause: RowBitmap}
+        for (_, f, cl), bm in found.items():
+            self.by_file.setdefault(f, {})[cl] = bm
+        self.max_act = max([2 if self._excess(cls, acting=True) else 1 for cls in self.by_file.values()] or [0])
+
+    @staticmethod
+    def _excess(clauses: dict, acting: bool) -> bool:
+        """Does some row of the file have two pairs (under acting clauses only, if ``acting``)?"""
+        from pyroaring import BitMap64
+
+        mine = [bm for cl, bm in clauses.items() if cl >= 0 or not acting]
+        return bool(mine) and sum(bm.pairs for bm in mine) > len(BitMap64.union(*[bm.rows for bm in mine]))
 
     def matched_sids(self) -> list:
         """The distinct source row ids that matched a target row, sorted."""
-        import numpy as np
+        return list(self.sids) if self.sids is not None else []
 
-        return [int(x) for x in np.unique(self.sids)]
+    def _rows(self, clauses: dict, idx):
+        from pyroaring import BitMap64
 
-    def _by_file(self):
-        """(file, start, end) of each file's run of target rows."""
-        import numpy as np
-
-        n = len(self.files)
-        if not n:
-            return []
-        cut = np.flatnonzero(np.append(True, self.files[1:] != self.files[:-1]))
-        ends = np.append(cut[1:], n)
-        return [(self.names[self.files[s]], int(s), int(e)) for s, e in zip(cut, ends)]
+        return BitMap64.union(BitMap64(), *[bm.rows for cl, bm in clauses.items() if cl in idx])
 
     def per_file(self, update_idx, delete_idx) -> dict:
-        """file -> (rows updated, rows deleted, most pairs of one row)."""
-        import numpy as np
-
-        upd = (self.n_act > 0) & np.isin(self.cl, update_idx or [-2])
-        dele = (self.n_act > 0) & np.isin(self.cl, delete_idx or [-2])
-        return {f: (int(upd[s:e].sum()), int(dele[s:e].sum()), int(self.n_all[s:e].max()))
-                for f, s, e in self._by_file()}
+        """file -> (rows updated, rows deleted, most pairs of one row: 1, or 2 for "more")."""
+        return {f: (len(self._rows(cls, set(update_idx))), len(self._rows(cls, set(delete_idx))),
+                    2 if self._excess(cls, acting=False) else 1)
+                for f, cls in self.by_file.items()}
 
     def positions(self, changing_idx) -> dict:
-        """file -> positions of its rows an UPDATE or DELETE clause acts on (``changed_positions``)."""
-        import numpy as np
-
-        act = (self.n_act > 0) & np.isin(self.cl, changing_idx or [-2])
-        out = {}
-        for f, s, e in self._by_file():
-            mine = self.rows[s:e][act[s:e]]
-            if len(mine):
-                out[f] = mine.astype(np.uint64)
-        return out
+        """file -> ``BitMap64`` of its rows an UPDATE or DELETE clause acts on."""
+        out = {f: self._rows(cls, set(changing_idx)) for f, cls in self.by_file.items()}
+        return {f: rows for f, rows in out.items() if rows}
 
 
 def _clause_case(indexed) -> str:
@@ -452,12 +437,13 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     src_struct = src_df.schema
     # materialised once, with a row id: every pass sees the same rows (non-deterministic sources
     # too), a source query runs once, and pass 1 can say which source rows matched
-    local = _local_source(spark, src_df)
-    if local is not None:
-        src_df = local
-    else:
-        src_df = views.checkpoint(src_df.select("*", F.lit(True).alias(SRC_FLAG),
-                                                F.monotonically_increasing_id().alias(SID)))
+    with phase("source"):
+        local = _local_source(spark, src_df)
+        if local is not None:
+            src_df = local
+        else:
+            src_df = views.checkpoint(src_df.select("*", F.lit(True).alias(SRC_FLAG),
+                                                    F.monotonically_increasing_id().alias(SID)))
     src_view = views.add(src_df, "source")
     materialized = time.time()
 
@@ -475,7 +461,8 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     # ---- scope
     types = target.column_types
     keys = merge_join_keys(stmt, types, stmt.target_alias, src_cols)
-    summary = _summarise_source(spark, src_view, s_alias, keys, types, local=local is not None)
+    with phase("source"):
+        summary = _summarise_source(spark, src_view, s_alias, keys, types, local=local is not None)
     key_values, n_source = summary.key_values, summary.rows
     scope = conflict_scope(stmt, types, target.partition_columns, stmt.target_alias, key_values,
                            source_columns=src_cols, **target.scope_flags(),
@@ -678,9 +665,10 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                        "count(sid) AS m, 1 AS n FROM {pairs} GROUP BY f, r")
         matched_sids = pairs_df.filter("sid IS NOT NULL").select("sid")
         if single_pass and (matched or by_source):
-            # ONE job brings the pairs to the driver (the rows the vectors need anyway): the
-            # per-file counts, the cardinality check and the matched source rows come from there
-            pairs = _Pairs(pass1_rows.select(FILE_COL, ROW_COL, "sid", CLAUSE).toArrow(), summary.unique_keys)
+            # ONE job builds the pairs' bitmaps in Spark (the rows the vectors need anyway): the
+            # per-file counts, the cardinality check and the matched source rows come from them
+            with phase("find"):
+                pairs = _Pairs(pass1_rows)
             positions = pairs.positions(update_idx + delete_idx)
             matched_sid_values = pairs.matched_sids()
             n_matched = pairs.n_matched
@@ -702,7 +690,8 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
             per_file = (f"SELECT f, sum(IF(n_act > 0 AND cl IN ({upd_list}), n, 0)) AS upd, "
                         f"sum(IF(n_act > 0 AND cl IN ({del_list}), n, 0)) AS del, max(n_act) AS max_act, "
                         f"max(n_all) AS max_all, max(mv) AS mv, sum(m) AS m FROM ({per_row}) GROUP BY f")
-            stats = spark.sql(per_file).collect()
+            with phase("find"):
+                stats = spark.sql(per_file).collect()
             lone_delete = len(matched) == 1 and _kind(matched[0][1]) == "delete" and matched[0][1].condition is None
             for f, upd, dele, max_act, m_all, f_mv, m in stats:
                 n_matched += int(m or 0)
