@@ -55,25 +55,9 @@ def bitmap_rows(df, keys: list, position: str):
 def collect_bitmaps(df, keys: list, position: str) -> dict:
     """key tuple (one value per column of ``keys``) -> ``RowBitmap`` of the ``position`` values
     of ``df``'s rows with that key. One Spark job; positions must be >= 0 (row indexes, ids)."""
+    from isolde.executor.spark import without_adaptive
+
     return bitmaps_from_arrow(without_adaptive(bitmap_rows(df, keys, position)).toArrow(), keys)
-
-
-def without_adaptive(df):
-    """``df`` planned without adaptive query execution, in a clone of its session (same
-    settings, views and functions; ~1 ms). AQE runs a shuffle's map stage as a job of its own
-    and re-plans after it: +60 ms on a point UPDATE, +130 ms on a point MERGE, for an
-    aggregate whose output is a few bitmaps and needs no re-planning. Falls back to ``df``
-    where the JVM classes differ (a Spark without ``sql.classic``)."""
-    from pyspark.sql import DataFrame
-
-    try:
-        jsession = df.sparkSession._jsparkSession.cloneSession()
-        jsession.conf().set("spark.sql.adaptive.enabled", "false")
-        plan = df._jdf.queryExecution().analyzed()
-        jdf = df.sparkSession._jvm.org.apache.spark.sql.classic.Dataset.ofRows(jsession, plan)
-    except Exception:  # noqa: BLE001 - a planning convenience, never needed for correctness
-        return df
-    return DataFrame(jdf, df.sparkSession)
 
 
 def bitmaps_from_arrow(table, keys: list) -> dict:

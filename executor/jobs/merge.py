@@ -49,6 +49,7 @@ from isolde.executor import schema as S
 from isolde.executor.dml import ACTION_COL, DELETE, INSERT, KEEP, UPDATE, q
 from isolde.executor.jobs import executes
 from isolde.executor.phases import phase
+from isolde.executor.spark import without_adaptive
 from isolde.executor.scan import FILE_COL, ROW_COL, scan
 from isolde.executor.target_reads import statement_reads_target
 from isolde.grammar import ast
@@ -267,7 +268,7 @@ def _summarise_source(spark, src_view: str, s_alias: str, keys, target_types: di
     if driver is not None:
         row, driver_sets = _summary_row(driver, len(usable), all_typed)
     else:
-        row = spark.sql(f"SELECT {', '.join(exprs)} FROM {src_view} AS {q(s_alias)}").collect()[0]
+        row = without_adaptive(spark.sql(f"SELECT {', '.join(exprs)} FROM {src_view} AS {q(s_alias)}")).collect()[0]
     n_source = int(row[0])
     out = {}
     to_collect = []
@@ -293,7 +294,7 @@ def _summarise_source(spark, src_view: str, s_alias: str, keys, target_types: di
             got = [list(driver_sets[i]) for i, _, _ in to_collect]
         else:
             sets = ", ".join(f"collect_set({values[i]})" for i, _, _ in to_collect)
-            got = spark.sql(f"SELECT {sets} FROM {src_view} AS {q(s_alias)}").collect()[0]
+            got = without_adaptive(spark.sql(f"SELECT {sets} FROM {src_view} AS {q(s_alias)}")).collect()[0]
         for (i, k, has_null), collected in zip(to_collect, got):
             if usable[i][1].upper() == "TIMESTAMP":
                 collected = [_Micros(x) for x in collected]
