@@ -1062,8 +1062,9 @@ def run_update_delete(ctx, stmt, is_update: bool):
         if dv_only:
             # the changed rows (positions and new values) are all the write needs. ONE job finds
             # them and brings their positions to the driver as per-file bitmaps built in Spark,
-            # which also count them (no count job); an UPDATE's rows are kept (a lazy checkpoint, filled by that job) for
-            # its write, a DELETE writes no row (its change feed re-reads ``flagged``)
+            # which also count them (no count job); an UPDATE's rows are kept (a lazy
+            # checkpoint, filled by that job) for its write, a DELETE writes no row (its change
+            # feed re-reads ``flagged``)
             changed_rows = changes_over(flagged.filter(c))
             if is_update:
                 changed_rows = views.checkpoint(changed_rows, eager=False)

@@ -222,9 +222,8 @@ class Session:
             needs_spark = needs_spark(stmt)
         if needs_spark:
             self._set_job_group(group, stmt)
-        clock = phases.statement_clock()
         try:
-            with clock as timer:
+            with phases.statement_clock() as timer:
                 try:
                     out = translate_errors(lambda: runner(ctx, stmt), ctx)
                 except WriteAlreadyCommitted as skipped:  # txnAppId / txnVersion: this write was made before
