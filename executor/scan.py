@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Optional, Sequence
 from urllib.parse import unquote, urlparse
@@ -57,6 +58,8 @@ DV_BITMAP_MAX_BYTES = 64 << 20
 # one job fewer each (issue 23); Spark turns the IN list into a hash set past 10 values.
 DV_INLINE_MAX_ROWS = 128
 _ORD = "_isolde_ord"
+_SIZE = "_isolde_size"
+_TSIZE, _TKEY = "_isolde_file_size", "_isolde_file_key"
 _WORDS = "_isolde_dv_words"
 # ``scan_by_partition`` reads up to this many files as one scan, a task per file (when that
 # makes no more tasks than a union of one scan per partition, whose splits pack small files)
@@ -193,7 +196,8 @@ def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequen
         # every file in one partition: its values are literals (no _metadata.file_path lookup per row)
         return _with_literal_partition(df, struct, parts, metadata, files[0].partition_values)
 
-    df = df.select("*", F.col("_metadata.file_path").alias(_KEY), F.col("_metadata.row_index").alias(ROW_COL))
+    df = df.select("*", F.col("_metadata.file_path").alias(_KEY), F.col("_metadata.file_size").alias(_SIZE),
+                   F.col("_metadata.row_index").alias(ROW_COL))
     encode = _KeyEncoder(spark)
     keys = [encode(p) for p in local]
     physical = S.logical_to_physical(metadata)
@@ -205,21 +209,14 @@ def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequen
     deleted = deleted_rows(table_path, files, version=snapshot.version) if has_dv else None
     if not lookups and deleted is None:
         pass  # every vector is empty: no value per file is needed
-    elif len(files) > MAP_LOOKUP_MAX_FILES:
+    elif len(files) > MAP_LOOKUP_MAX_FILES and not all(_size_known(a) for a in files):
+        # (a log without sizes) the path names the file: a join on the path string
         columns = {_KEY: pa.array(keys, pa.string()), _ORD: pa.array(range(len(files)), pa.int32())}
         for name, values in lookups.items():
             columns[name] = pa.array(values, pa.string())
         df = df.join(F.broadcast(_arrow_df(spark, pa.table(columns))), on=_KEY, how="inner")
-    elif len(lookups) == 1 and deleted is None:
-        # a literal map key -> value: no join, no extra DataFrame
-        (name, values), = lookups.items()
-        df = df.select("*", _map_lookup(keys, values).alias(name))
     else:
-        # the map gives the file's ordinal (the row's path compared with each key in turn, the
-        # costly part), then each value is an array lookup by ordinal: one comparison chain per
-        # row, not one per column
-        df = df.select("*", _map_lookup(keys, list(range(len(files)))).alias(_ORD))
-        df = df.select("*", *[_array_get(values).alias(name) for name, values in lookups.items()])
+        df = _with_file_ordinals(spark, df, files, keys, lookups)
     if deleted is not None:
         df = deleted.drop_from(spark, df)
 
@@ -236,6 +233,47 @@ def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequen
     elif with_file_keys:
         out += [FILE_KEY_COL, ROW_COL]
     return df.selectExpr(*out)
+
+
+def _size_known(add) -> bool:
+    return isinstance(add.size, int) and add.size > 0
+
+
+def _with_file_ordinals(spark, df: DataFrame, files: Sequence, keys: list, lookups: dict) -> DataFrame:
+    """``df`` with each row's file ordinal (``_ORD``) and its file's ``lookups`` values.
+
+    A row's file is found by ``_metadata.file_size`` when no other file of the scan has that
+    size (the usual case), by its path only among files whose sizes collide (tiny files of one
+    shape often do). Comparing the ~100-byte path per row and file was most of a scan's cost:
+    0.7 s of 1.15 s for an id read of 10M rows in 20 files; by size it is 0.46 s. With up to
+    MAP_LOOKUP_MAX_FILES files the ordinal is a literal map lookup, past that a broadcast join
+    (on the size, the path compared only for colliding sizes). A row no file matches means
+    the log and the files disagree (a wrong logged size): the read fails naming the file rather
+    than read its rows without their deletion vector or partition values."""
+    counts = Counter(a.size for a in files)
+    by_size = [_size_known(a) and counts[a.size] == 1 for a in files]
+    missing = (f"raise_error(concat('isolde: data file ', {_KEY}, ' (', CAST({_SIZE} AS STRING), "
+               f"' bytes) matches no file of the Delta log by size and path: the log and the files disagree'))")
+    if len(files) > MAP_LOOKUP_MAX_FILES:
+        columns = {_TSIZE: pa.array([a.size for a in files], pa.int64()),
+                   _TKEY: pa.array([None if u else k for u, k in zip(by_size, keys)], pa.string()),
+                   _ORD: pa.array(range(len(files)), pa.int32())}
+        for name, values in lookups.items():
+            columns[name] = pa.array(values, pa.string())
+        table = F.broadcast(_arrow_df(spark, pa.table(columns)))
+        on = (F.col(_SIZE) == F.col(_TSIZE)) & (F.col(_TKEY).isNull() | (F.col(_KEY) == F.col(_TKEY)))
+        # a filter, not a projection of _ORD, which is pruned when only the lookups are used
+        return (df.join(table, on=on, how="left").drop(_TSIZE, _TKEY)
+                .filter(f"{_ORD} IS NOT NULL OR {missing} IS NULL"))
+    found = []
+    if any(by_size):
+        pairs = ", ".join(f"{a.size}L, {i}" for i, (a, u) in enumerate(zip(files, by_size)) if u)
+        found.append(F.expr(f"map({pairs})[{_SIZE}]"))
+    if not all(by_size):
+        paths = [(k, i) for i, (k, u) in enumerate(zip(keys, by_size)) if not u]
+        found.append(_map_lookup([k for k, _ in paths], [i for _, i in paths]))
+    df = df.select("*", F.coalesce(*found, F.expr(missing)).alias(_ORD))
+    return df.select("*", *[_array_get(values).alias(name) for name, values in lookups.items()])
 
 
 def file_keys(ctx, table_path: str, files: Sequence) -> list[str]:

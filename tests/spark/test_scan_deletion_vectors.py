@@ -36,8 +36,11 @@ def _deleted(i: int) -> bool:
 @pytest.mark.parametrize("n_files", [6, 60], ids=["map-lookup", "join-lookup"])
 @pytest.mark.parametrize("partitioned", [False, True], ids=["flat", "partitioned"])
 @pytest.mark.parametrize("bitmaps", [True, False], ids=["bitmaps", "key-join"])
-def test_scan_drops_exactly_the_deleted_rows(tmp_path, monkeypatch, n_files, partitioned, bitmaps):
+@pytest.mark.parametrize("file_key", ["size", "path"])  # (sizes collide among some files: mixed)
+def test_scan_drops_exactly_the_deleted_rows(tmp_path, monkeypatch, n_files, partitioned, bitmaps, file_key):
     assert (n_files <= scan_module.MAP_LOOKUP_MAX_FILES) == (n_files == 6)  # each id names its lookup
+    if file_key == "path":  # as if every file's size were another's: each is found by its path
+        monkeypatch.setattr(scan_module, "_size_known", lambda add: False)
     if not bitmaps:
         monkeypatch.setattr(scan_module.DeletedRows, "use_bitmaps", lambda self: False)
     r = Runner(tmp_path / "wh")
@@ -71,3 +74,51 @@ def test_scan_drops_exactly_the_deleted_rows(tmp_path, monkeypatch, n_files, par
     assert r.rows("t") == sorted((-i if i % 1000 == 66 else i, p) for i, p in expected)
     assert read_delta_rows(r.path("t")) == r.rows("t")
 
+
+
+def _twin_files_table(r, name: str) -> None:
+    """Two partitions holding byte-identical files (the partition value is not in the file):
+    their sizes collide, so a row's file must be told by its path."""
+    schema = pa.schema([("id", pa.int64()), ("p", pa.string())])
+    batches = [[{"id": k, "p": p} for k in range(ROWS_PER_FILE)] for p in ("a", "b")]
+    make_table(r.path(name), schema, batches, partition_by=["p"], properties={"delta.enableDeletionVectors": "true"})
+
+
+@pytest.mark.parametrize("lookup", ["map", "join"])
+def test_files_of_equal_size_are_told_apart_by_path(tmp_path, monkeypatch, lookup):
+    if lookup == "join":
+        monkeypatch.setattr(scan_module, "MAP_LOOKUP_MAX_FILES", 0)
+    r = Runner(tmp_path / "wh")
+    _twin_files_table(r, "t")
+    files = r.log("t").update().all_files
+    assert len({a.size for a in files}) == 1
+    r.run("DELETE FROM t WHERE p = 'a' AND id % 10 = 3")  # a vector on one twin only
+    expected = sorted([(k, "a") for k in range(ROWS_PER_FILE) if k % 10 != 3] + [(k, "b") for k in range(ROWS_PER_FILE)])
+    assert r.rows("t") == expected
+    assert read_delta_rows(r.path("t")) == expected
+
+
+@pytest.mark.parametrize("lookup", ["map", "join"])
+def test_a_log_size_that_no_file_has_fails_the_read(tmp_path, monkeypatch, lookup):
+    """Were a file's logged size wrong, a size-keyed lookup would find no vector for its rows and
+    bring deleted rows back: the read must fail naming the file instead."""
+    import json
+
+    if lookup == "join":
+        monkeypatch.setattr(scan_module, "MAP_LOOKUP_MAX_FILES", 0)
+    r = Runner(tmp_path / "wh")
+    schema = pa.schema([("id", pa.int64())])
+    make_table(r.path("t"), schema, [[{"id": f * 100 + k} for k in range(100 + f)] for f in range(3)],
+               properties={"delta.enableDeletionVectors": "true"})
+    r.run("DELETE FROM t WHERE id % 7 = 0")
+    log_dir = os.path.join(r.path("t"), "_delta_log")
+    last = sorted(n for n in os.listdir(log_dir) if n.endswith(".json"))[-1]
+    with open(os.path.join(log_dir, last)) as fh:
+        actions = [json.loads(line) for line in fh]
+    bumped = next(a["add"] for a in actions if "add" in a)
+    bumped["size"] += 1
+    with open(os.path.join(log_dir, last), "w") as fh:
+        fh.write("".join(json.dumps(a) + "\n" for a in actions))
+    with pytest.raises(Exception, match="the log and the files disagree") as err:
+        r.rows("t")
+    assert os.path.basename(bumped["path"]) in str(err.value)
