@@ -59,7 +59,6 @@ DV_BITMAP_MAX_BYTES = 64 << 20
 DV_INLINE_MAX_ROWS = 128
 _ORD = "_isolde_ord"
 _SIZE = "_isolde_size"
-_TSIZE, _TKEY = "_isolde_file_size", "_isolde_file_key"
 _WORDS = "_isolde_dv_words"
 # ``scan_by_partition`` reads up to this many files as one scan, a task per file (when that
 # makes no more tasks than a union of one scan per partition, whose splits pack small files)
@@ -209,14 +208,16 @@ def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequen
     deleted = deleted_rows(table_path, files, version=snapshot.version) if has_dv else None
     if not lookups and deleted is None:
         pass  # every vector is empty: no value per file is needed
-    elif len(files) > MAP_LOOKUP_MAX_FILES and not all(_size_known(a) for a in files):
-        # (a log without sizes) the path names the file: a join on the path string
+    elif len(files) > MAP_LOOKUP_MAX_FILES:
+        # a broadcast join on the path string. (On the size it was slower: 10M rows in 1,230
+        # files, an id scan with the join's file ordinal 1.35 s by path, 1.63 s by size with
+        # the path compared for colliding sizes, 2.27 s by size alone.)
         columns = {_KEY: pa.array(keys, pa.string()), _ORD: pa.array(range(len(files)), pa.int32())}
         for name, values in lookups.items():
             columns[name] = pa.array(values, pa.string())
         df = df.join(F.broadcast(_arrow_df(spark, pa.table(columns))), on=_KEY, how="inner")
     else:
-        df = _with_file_ordinals(spark, df, files, keys, lookups)
+        df = _with_file_ordinals(df, files, keys, lookups)
     if deleted is not None:
         df = deleted.drop_from(spark, df)
 
@@ -239,32 +240,21 @@ def _size_known(add) -> bool:
     return isinstance(add.size, int) and add.size > 0
 
 
-def _with_file_ordinals(spark, df: DataFrame, files: Sequence, keys: list, lookups: dict) -> DataFrame:
+def _with_file_ordinals(df: DataFrame, files: Sequence, keys: list, lookups: dict) -> DataFrame:
     """``df`` with each row's file ordinal (``_ORD``) and its file's ``lookups`` values.
 
     A row's file is found by ``_metadata.file_size`` when no other file of the scan has that
     size (the usual case), by its path only among files whose sizes collide (tiny files of one
-    shape often do). Comparing the ~100-byte path per row and file was most of a scan's cost:
-    0.7 s of 1.15 s for an id read of 10M rows in 20 files; by size it is 0.46 s. With up to
-    MAP_LOOKUP_MAX_FILES files the ordinal is a literal map lookup, past that a broadcast join
-    (on the size, the path compared only for colliding sizes). A row no file matches means
-    the log and the files disagree (a wrong logged size): the read fails naming the file rather
-    than read its rows without their deletion vector or partition values."""
+    shape often do). The ordinal is a literal map lookup (up to MAP_LOOKUP_MAX_FILES files),
+    which compares the row's key with each file's in turn: comparing the ~100-byte path was most
+    of a scan's cost, 0.7 s of 1.15 s for an id read of 10M rows in 20 files; by size it is
+    0.46 s. A row no file matches means the log and the files disagree (a wrong logged size):
+    the read fails naming the file rather than read its rows without their deletion vector or
+    partition values."""
     counts = Counter(a.size for a in files)
     by_size = [_size_known(a) and counts[a.size] == 1 for a in files]
     missing = (f"raise_error(concat('isolde: data file ', {_KEY}, ' (', CAST({_SIZE} AS STRING), "
                f"' bytes) matches no file of the Delta log by size and path: the log and the files disagree'))")
-    if len(files) > MAP_LOOKUP_MAX_FILES:
-        columns = {_TSIZE: pa.array([a.size for a in files], pa.int64()),
-                   _TKEY: pa.array([None if u else k for u, k in zip(by_size, keys)], pa.string()),
-                   _ORD: pa.array(range(len(files)), pa.int32())}
-        for name, values in lookups.items():
-            columns[name] = pa.array(values, pa.string())
-        table = F.broadcast(_arrow_df(spark, pa.table(columns)))
-        on = (F.col(_SIZE) == F.col(_TSIZE)) & (F.col(_TKEY).isNull() | (F.col(_KEY) == F.col(_TKEY)))
-        # a filter, not a projection of _ORD, which is pruned when only the lookups are used
-        return (df.join(table, on=on, how="left").drop(_TSIZE, _TKEY)
-                .filter(f"{_ORD} IS NOT NULL OR {missing} IS NULL"))
     found = []
     if any(by_size):
         pairs = ", ".join(f"{a.size}L, {i}" for i, (a, u) in enumerate(zip(files, by_size)) if u)
