@@ -72,20 +72,30 @@ def bitmaps_from_arrow(table, keys: list) -> dict:
     buckets = table.column(_BUCKET).to_numpy(zero_copy_only=False).astype(np.int64)
     pairs = table.column(_PAIRS).to_numpy(zero_copy_only=False).astype(np.int64)
     bitmaps = table.column(_BITMAP).combine_chunks()
-    order: dict = {}
-    for i, key in enumerate(key_values):
-        order.setdefault(key, []).append(i)
-    for key, idx in order.items():
-        rows = BitMap64()
-        for start in range(0, len(idx), 256):  # ~8 MB of unpacked bits at a time
-            part = idx[start:start + 256]
-            raw = np.frombuffer(b"".join(bitmaps[i].as_py() for i in part), dtype=np.uint8)
-            width = len(raw) // len(part)  # Spark's buffer: BUCKET_ROWS / 8 bytes
-            bits = np.unpackbits(raw.reshape(len(part), width), axis=1, bitorder="little")
-            which, bit = np.nonzero(bits)
-            base = (buckets[part] - 1) * BUCKET_ROWS
-            rows.update((base[which] + bit).astype(np.uint64))
-        out[key] = RowBitmap(rows, int(pairs[idx].sum()))
+    ids: dict = {}  # key -> its number, in order of first appearance
+    key_id = np.fromiter((ids.setdefault(k, len(ids)) for k in key_values), dtype=np.int64, count=len(key_values))
+    # the buckets grouped by key, unpacked 256 at a time (~8 MB of bits) whatever key they are
+    # of: one numpy pass per 256 buckets, not one per file (1,220 files of one bucket each:
+    # 0.11 s of np.nonzero calls)
+    by_key = np.argsort(key_id, kind="stable")
+    rows = [BitMap64() for _ in ids]
+    for start in range(0, len(by_key), 256):
+        part = by_key[start:start + 256]
+        raw = np.frombuffer(b"".join(bitmaps[int(i)].as_py() for i in part), dtype=np.uint8)
+        width = len(raw) // len(part)  # Spark's buffer: BUCKET_ROWS / 8 bytes
+        bits = np.unpackbits(raw.reshape(len(part), width), axis=1, bitorder="little")
+        which, bit = np.nonzero(bits)
+        positions = ((buckets[part][which] - 1) * BUCKET_ROWS + bit).astype(np.uint64)
+        owners = key_id[part][which]  # ascending: the buckets are grouped by key
+        if not len(owners):
+            continue
+        cuts = np.flatnonzero(np.diff(owners)) + 1
+        for lo, hi in zip(np.concatenate(([0], cuts)), np.concatenate((cuts, [len(owners)]))):
+            rows[int(owners[lo])].update(positions[lo:hi])
+    pair_counts = np.zeros(len(ids), dtype=np.int64)
+    np.add.at(pair_counts, key_id, pairs)
+    for key, k in ids.items():
+        out[key] = RowBitmap(rows[k], int(pair_counts[k]))
     return out
 
 

@@ -138,6 +138,17 @@ def _exact(local_path: str) -> str:
     return _GLOB_CHARS.sub(r"\\\1", local_path)
 
 
+def read_parquet(reader, paths: list) -> DataFrame:
+    """``reader.parquet(*paths)``. Past a few paths they reach the JVM as one string: py4j
+    builds a list argument one element per round trip (1,230 paths: 0.21-0.27 -> 0.13-0.19 s)."""
+    if len(paths) <= 16 or any("\0" in p for p in paths):
+        return reader.parquet(*paths)
+    jvm = reader._spark._jvm
+    listed = jvm.java.util.regex.Pattern.compile("\u0000").splitAsStream("\0".join(paths)).collect(
+        jvm.java.util.stream.Collectors.toList())
+    return reader._df(reader._jreader.parquet(jvm.org.apache.spark.api.python.PythonUtils.toSeq(listed)))
+
+
 def _empty(spark, struct: T.StructType, with_row_ids: bool) -> DataFrame:
     if with_row_ids:
         struct = T.StructType(struct.fields + [T.StructField(FILE_COL, T.StringType(), True),
@@ -188,7 +199,7 @@ def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequen
                          for p, f in zip(phys.fields, data_struct.fields)],
                        *[F.col(_quote(h)) for h in hidden], F.col("_metadata"))
     else:
-        df = spark.read.schema(T.StructType(data_struct.fields + hidden_fields)).parquet(*map(_exact, local))
+        df = read_parquet(spark.read.schema(T.StructType(data_struct.fields + hidden_fields)), list(map(_exact, local)))
     if not need_keys:
         return df.selectExpr(*[_quote(f.name) for f in struct.fields])
     if not with_row_ids and not with_file_keys and not has_dv and _one_partition(files):
@@ -547,13 +558,13 @@ def _read_mapped(spark, phys: T.StructType, paths: list, *, by_id: bool) -> Data
     without field ids (none should exist: Delta cannot turn id mode on for written data) is
     refused by Spark rather than read as NULLs."""
     if not by_id:
-        return spark.read.schema(_without_field_ids(phys)).parquet(*paths)
+        return read_parquet(spark.read.schema(_without_field_ids(phys)), paths)
     try:
         return _read_through_clone(spark, phys, paths, {FIELD_ID_READ: "true", FIELD_ID_IGNORE_MISSING: "false"})
     except Exception:  # not classic Spark (no JVM session to clone): the session's own setting
         if spark.conf.get(FIELD_ID_READ, "false").lower() != "true":
             spark.conf.set(FIELD_ID_READ, "true")
-        return spark.read.schema(phys).parquet(*paths)
+        return read_parquet(spark.read.schema(phys), paths)
 
 
 def scan_file_per_task(ctx, snapshot, table_path: str, slices: Sequence) -> Optional[DataFrame]:

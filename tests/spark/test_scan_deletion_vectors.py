@@ -119,3 +119,25 @@ def test_a_log_size_that_no_file_has_fails_the_read(tmp_path):
     with pytest.raises(Exception, match="the log and the files disagree") as err:
         r.rows("t")
     assert os.path.basename(bumped["path"]) in str(err.value)
+
+
+def test_many_paths_reach_the_jvm_in_one_call_unchanged(tmp_path):
+    """``read_parquet`` hands past 16 paths to the JVM as one string: the same files (names with
+    spaces, glob characters escaped by ``_exact``, non-ASCII) and rows as ``parquet(*paths)``."""
+    import pyarrow.parquet as pq
+
+    from isolde.executor.spark import get_spark
+
+    spark = get_spark()
+    paths = []
+    for i in range(20):
+        folder = tmp_path / f"p=a b [{i}] é"
+        folder.mkdir()
+        path = str(folder / f"part {i}.parquet")
+        pq.write_table(pa.table({"id": [i, i + 100]}), path)
+        paths.append(scan_module._exact(path))
+    schema = "id BIGINT"
+    one_call = scan_module.read_parquet(spark.read.schema(schema), paths)
+    listed = spark.read.schema(schema).parquet(*paths)
+    assert sorted(one_call.inputFiles()) == sorted(listed.inputFiles()) and len(one_call.inputFiles()) == 20
+    assert sorted(r[0] for r in one_call.collect()) == sorted([i for i in range(20)] + [i + 100 for i in range(20)])
