@@ -38,11 +38,12 @@ from isolde.executor.txn import predicates as txn_predicates
 FILE_COL = "_isolde_file"
 ROW_COL = "_isolde_row"
 _KEY = FILE_KEY_COL = "_isolde_key"
-# Each row's file path -> (AddFile path, partition values) is a literal map lookup for up to
-# this many files, else a broadcast join on the path. The map compares the path against its
-# keys one by one: per row ~2.5 ns per file, against ~200 ns for the join's string hash.
-# Measured (row ids + group by file): 10 files / 10M rows 1.34 s map vs 2.08 s join; 400 files
-# / 4M rows 4.46 s map vs 1.14 s join. They cross near 50 files.
+# Each row's file (its ordinal, then AddFile path and partition values) is a literal map lookup
+# for up to this many files, keyed by the file's size where unique, else by its path
+# (``_with_file_ordinals``); past that a broadcast join on the path. The map compares the key
+# with each file's in turn. Measured with path keys (row ids + group by file): 10 files / 10M
+# rows 1.34 s map vs 2.08 s join; 400 files / 4M rows 4.46 s map vs 1.14 s join. Keyed by size
+# the map and the join cross near 100 files (10M rows in 1,230 files, row-id scans of subsets).
 MAP_LOOKUP_MAX_FILES = 48
 # Deletion vectors are applied per row as a bit test: a broadcast table holds, per file with a
 # vector, the vector as dense 64-bit words (one bit per row up to its last deleted row), joined
