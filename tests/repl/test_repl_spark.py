@@ -33,8 +33,9 @@ def _isolde(tmp_path, *args, stdin=None):
 
 def test_repl_in_a_terminal(tmp_path):
     began = time.perf_counter()
+    env = dict(_env(tmp_path), ISOLDE_DEBUG="1")  # an unexpected error shows its traceback on the screen
     child = pexpect.spawn(sys.executable, ["-m", "isolde", "--warehouse", str(tmp_path / "wh")],
-                          env=_env(tmp_path), encoding="utf-8", timeout=TIMEOUT, dimensions=(40, 110))
+                          env=env, encoding="utf-8", timeout=TIMEOUT, dimensions=(40, 110))
     log = []
 
     class Sink:
@@ -97,6 +98,8 @@ def test_repl_in_a_terminal(tmp_path):
         child.sendcontrol("d")
         child.expect_exact("Bye.")
         child.expect(pexpect.EOF)
+    except pexpect.TIMEOUT:
+        pytest.fail("the REPL did not print what was expected; its screen:\n" + screen()[-6000:])
     finally:
         child.close(force=True)
     history = tmp_path / "data" / "isolde" / "history"
