@@ -323,14 +323,25 @@ class _ObservedSummary:
     #: NaN-ordered double, TIMESTAMP_NTZ, ...) leaves the summary to the aggregate job
     PLAIN_TYPES = ("TINYINT", "SMALLINT", "INT", "BIGINT", "STRING", "BOOLEAN", "DATE", "TIMESTAMP")
 
-    def __init__(self, spark, views, src_df, s_alias: str, keys, target_types: dict):
+    @classmethod
+    def of(cls, spark, views, src_df, s_alias: str, keys, target_types: dict) -> Optional["_ObservedSummary"]:
+        """The observed summary of ``src_df``, or None where the aggregate job must do it (a
+        key of another type, or a plan Spark would not observe)."""
+        view = views.add(src_df, "source_types")  # for the comparison types: analysis only
+        usable = [(k, t) for k, t in zip(keys, _comparison_types(spark, view, s_alias, keys, target_types))
+                  if t is not None]
+        if not all(t.upper() in cls.PLAIN_TYPES for _, t in usable):
+            return None
+        try:
+            return cls(src_df, s_alias, usable)
+        except Exception:  # noqa: BLE001 - an optimisation: the aggregate job is always right
+            return None
+
+    def __init__(self, src_df, s_alias: str, usable: list):
         self.s_alias = s_alias
         self.name = f"isolde_source_{uuid.uuid4().hex[:12]}"
         self.complete = False
-        view = views.add(src_df, "source_types")  # for the comparison types: analysis only
-        self.usable = [(k, t) for k, t in zip(keys, _comparison_types(spark, view, s_alias, keys, target_types))
-                       if t is not None]
-        self.plain = all(t.upper() in self.PLAIN_TYPES for _, t in self.usable)
+        self.usable = usable
         aggs = [F.count(F.lit(1)).alias("n")]
         for i, (k, t) in enumerate(self.usable):
             e = f"try_cast(({k.source_sql}) AS {t})"
@@ -345,7 +356,7 @@ class _ObservedSummary:
         """Read the metrics of the job that materialised ``materialised`` (built on ``watched``)."""
         try:
             found = materialised._jdf.queryExecution().observedMetrics().get(self.name)
-            if found.isDefined() and self.plain:
+            if found.isDefined():
                 row = found.get()
                 self._row = [row.get(i) for i in range(row.size())]
                 self.complete = True
@@ -532,8 +543,8 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
             src_df = local
         else:
             if target.deletion_vectors:  # (their plans need no proof that the keys are unique)
-                observed = _ObservedSummary(spark, views, src_df, s_alias, keys, types)
-                src_df = observed.watched
+                observed = _ObservedSummary.of(spark, views, src_df, s_alias, keys, types)
+                src_df = observed.watched if observed is not None else src_df
             rows = src_df.select("*", F.lit(True).alias(SRC_FLAG), F.monotonically_increasing_id().alias(SID))
             src_df = views.checkpoint(rows)
             if observed is not None:
@@ -873,8 +884,8 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                 return pass2_views[0]
 
         # the same column expressions for every partition's job (built once: ~0.06 s of py4j
-        # calls each time otherwise)
-        new_values = [target_value(f).alias(f.name) for f in struct.fields] + [
+        # calls each time otherwise); the single pass has its rows already
+        new_values = [] if single_pass else [target_value(f).alias(f.name) for f in struct.fields] + [
             F.col(FILE_COL), F.col(ROW_COL), target_action.alias(ACTION_COL)]
 
         def changes_over(file_list, ids, source_view=None, tv=None):
