@@ -377,8 +377,10 @@ class _ObservedSummary:
             elif t.upper() == "DATE":
                 lo, hi = (None if x is None else EPOCH_DAY + datetime.timedelta(days=x) for x in (lo, hi))
             has_null = bool(has_null)
-            if not approx:
+            if lo is None:  # no value but NULLs (or no row)
                 out[k.target_column] = [None] if has_null else []
+            elif lo == hi:  # one value, exactly: a point MERGE collects nothing
+                out[k.target_column] = [lo] + ([None] if has_null else [])
             elif approx <= 2 * KEY_SET_LIMIT:
                 e = f"try_cast(({k.source_sql}) AS {t})"
                 few.append((k, f"unix_micros({e})" if t.upper() == "TIMESTAMP" else e, t, lo, hi, has_null))

@@ -146,3 +146,22 @@ def test_merge_from_a_table_source_into_deletion_vectors(session, spark, table_p
     rows = dict(session.execute("SELECT id, v FROM tgt").rows)
     assert rows == expected
     assert dict(delta_rows(table_path(session, "tgt"), ["id", "v"])) == expected
+
+
+def test_point_merge_from_a_query_source_collects_no_key_set(session, spark, delta_rows, table_path):
+    """`USING (SELECT 42 AS id, ...)` is not a local relation to Spark (a projection of one
+    row): the source is materialised, and its one key value is known from min = max, with no
+    job to collect it (jobs: materialise, broadcast, pass 1, write)."""
+    session.execute("CREATE TABLE pt (id BIGINT, v STRING) TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    session.execute("INSERT INTO pt SELECT id, 'old' FROM range(100)")
+    expected = {i: "old" for i in range(100)}
+    for key in (42, 420, 42):
+        before = _jobs(spark)
+        result = session.execute(f"MERGE INTO pt t USING (SELECT {key} AS id, 'new{key}' AS v) s ON t.id = s.id "
+                                 "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *")
+        jobs = _jobs(spark) - before
+        expected[key] = f"new{key}"
+        assert result.counts["num_affected_rows"] == 1
+        assert jobs <= 4, jobs  # with a job collecting the key's one value it was 5
+    assert dict(session.execute("SELECT id, v FROM pt").rows) == expected
+    assert dict(delta_rows(table_path(session, "pt"), ["id", "v"])) == expected
