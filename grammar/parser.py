@@ -138,8 +138,8 @@ def _check_size(sql: str, piece: StatementText, limit: int) -> None:
     first = text.split(None, 1)[0][:40] if text.strip() else text[:1]
     error = error_at(sql, piece.start, f"the statement is {_size(size, up=True)} ({size:,} bytes); isolde parses statements "
                      f"up to {_size(limit)} ({limit:,} bytes). Split it, or load a long list of values into a "
-                     f"table and join it (the limit is isolde.grammar.parser.MAX_STATEMENT_BYTES)", first)
-    error.error_class, error.sqlstate = "STATEMENT_TOO_LONG", "54000"  # SQL's 'program limit exceeded'
+                     f"table and join it (the limit is isolde.grammar.parser.MAX_STATEMENT_BYTES)", first,
+                     error_class="STATEMENT_TOO_LONG", sqlstate="54000")  # SQL's 'program limit exceeded'
     raise _at_statement(error, piece)
 
 

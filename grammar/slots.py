@@ -100,7 +100,8 @@ def _line_col(source: str, offset: int) -> tuple[int, int]:
     return before + 1, offset - newlines[before - 1]
 
 
-def error_at(source: str, offset: int, description: str, token: str | None = None, expected=()) -> ParseError:
+def error_at(source: str, offset: int, description: str, token: str | None = None, expected=(), *,
+             error_class: str | None = None, sqlstate: str | None = None) -> ParseError:
     """A ParseError at character ``offset`` of ``source`` (the whole input)."""
     line, column = _line_col(source, offset)
     width = len(token) if token and "\n" not in token else 1
@@ -111,6 +112,8 @@ def error_at(source: str, offset: int, description: str, token: str | None = Non
         token=token,
         expected=expected,
         excerpt=_excerpt(source, offset, line, column, width),
+        error_class=error_class,
+        sqlstate=sqlstate,
     )
 
 
@@ -304,10 +307,9 @@ def _too_deep(source: str, token) -> ParseError:
     depth = nesting_depth(token.value)
     what = f"{depth:,} levels of parentheses, subqueries and CASE" if depth > MAX_NESTING // 2 else \
         "operators chained without parentheses (NOT NOT ..., - - ...)"
-    error = error_at(source, token.start_pos, f"the expression nests too deeply ({what}); isolde parses up to "
-                     f"about {MAX_NESTING:,} levels", token.value.split(None, 1)[0][:40])
-    error.error_class, error.sqlstate = "STATEMENT_TOO_COMPLEX", "54001"  # SQL's 'statement too complex'
-    return error
+    return error_at(source, token.start_pos, f"the expression nests too deeply ({what}); isolde parses up to "
+                    f"about {MAX_NESTING:,} levels", token.value.split(None, 1)[0][:40],
+                    error_class="STATEMENT_TOO_COMPLEX", sqlstate="54001")  # SQL's 'statement too complex'
 
 
 def expression(source: str, token) -> Expr:

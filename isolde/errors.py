@@ -34,10 +34,14 @@ class IsoldeError(Exception):
 
 
 class ParseError(IsoldeError):
-    """A syntax error, with the position and a caret excerpt of the failing token."""
+    """A syntax error, with the position and a caret excerpt of the failing token; or a
+    statement over one of the parser's limits (STATEMENT_TOO_LONG / _COMPLEX), said as such."""
 
     error_class = "PARSE_SYNTAX_ERROR"
     sqlstate = "42601"
+
+    #: how the message starts, by error class: a statement over a limit is not a syntax error
+    HEADLINES = {"STATEMENT_TOO_LONG": "Statement too long", "STATEMENT_TOO_COMPLEX": "Statement too complex"}
 
     def __init__(
         self,
@@ -49,6 +53,8 @@ class ParseError(IsoldeError):
         expected: Sequence[str] = (),
         excerpt: str = "",
         statement_line: int | None = None,
+        error_class: str | None = None,
+        sqlstate: str | None = None,
     ):
         self.description = description
         self.line = line
@@ -57,9 +63,14 @@ class ParseError(IsoldeError):
         self.expected = tuple(expected)
         self.excerpt = excerpt
         self.statement_line = statement_line
-        head = f"Syntax error at line {line}, column {column}: {description}"
+        headline = self.HEADLINES.get(error_class or self.error_class, "Syntax error")
+        head = f"{headline} at line {line}, column {column}: {description}"
         body = f"\n{excerpt}" if excerpt else ""
-        super().__init__(head + body)
+        super().__init__(head + body, error_class=error_class, sqlstate=sqlstate)
+
+    @property
+    def headline(self) -> str:
+        return self.HEADLINES.get(self.error_class, "Syntax error")
 
 
 def caret_excerpt(text: str, line: int, column: int, width: int = 1) -> str:

@@ -524,7 +524,7 @@ def _format_error(exc: BaseException, color: bool, where: str, debug: bool) -> s
 
     lines: list[str] = []
     if isinstance(exc, errors.ParseError):
-        head = f"{where}Syntax error at line {exc.line}, column {exc.column}: {exc.description}"
+        head = f"{where}{exc.headline} at line {exc.line}, column {exc.column}: {exc.description}"
         lines.append(_paint(head, BOLD_RED, color))
         if exc.excerpt:
             for ln in exc.excerpt.splitlines():

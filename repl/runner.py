@@ -369,6 +369,7 @@ def script_parse_error(exc: Any, statement: str, line: int, column: int = 1, scr
         padded = script if script is not None else "\n" * (abs_line - exc.line) + " " * (column - 1) + statement
         excerpt = errors.caret_excerpt(padded, abs_line, abs_col, width) if exc.excerpt else ""
         return errors.ParseError(exc.description, line=abs_line, column=abs_col, token=exc.token,
-                                 expected=exc.expected, excerpt=excerpt, statement_line=line)
+                                 expected=exc.expected, excerpt=excerpt, statement_line=line,
+                                 error_class=exc.error_class, sqlstate=exc.sqlstate)
     except Exception:
         return exc

@@ -121,3 +121,16 @@ def test_errors_never_show_sqlglot_internals():
 def test_errors_name_the_line_where_the_statement_starts():
     e = error("SELECT 1;\n\nDELETE FROM t\nWHERE a = = 1")
     assert (e.statement_line, e.line) == (3, 4)
+
+
+@pytest.mark.parametrize("sql, limit, headline, error_class, sqlstate", [
+    ("SELECT " + "1 + " * 40 + "1", 100, "Statement too long", "STATEMENT_TOO_LONG", "54000"),
+    ("DELETE FROM t WHERE " + "NOT " * 50_000 + "a", None, "Statement too complex", "STATEMENT_TOO_COMPLEX", "54001"),
+    ("SELEC 1", None, "Syntax error", "PARSE_SYNTAX_ERROR", "42601"),
+])
+def test_a_statement_over_a_limit_is_not_called_a_syntax_error(sql, limit, headline, error_class, sqlstate):
+    with pytest.raises(ParseError) as info:
+        parse(sql, max_statement_bytes=limit)
+    e = info.value
+    assert (e.headline, e.error_class, e.sqlstate) == (headline, error_class, sqlstate)
+    assert str(e).startswith(f"{headline} at line 1, column ")

@@ -164,3 +164,18 @@ def test_explain_text_is_shown_as_text():
     assert format_result(QueryResult(["plan"], [(plan,)]), "table", None) == (plan, "")
     body, _ = format_result(QueryResult(["plan"], [(plan,)]), "csv", None)
     assert body.startswith('plan\n"== Conflict scope ==')
+
+
+def test_a_limit_error_keeps_its_headline_in_a_script():
+    """A statement over the size limit, at line 3 of a script: script coordinates, and said as
+    too long (not as a syntax error) by the REPL's formatter."""
+    from isolde import parse
+    from isolde.repl.runner import script_parse_error
+
+    script = "SELECT 1;\n\nSELECT " + "1 + " * 40 + "1;"
+    statement = script.split(";")[1].strip()
+    with pytest.raises(errors.ParseError) as info:
+        parse(statement, max_statement_bytes=100)
+    moved = script_parse_error(info.value, statement, 3, 1, script)
+    assert (moved.error_class, moved.sqlstate, moved.line) == ("STATEMENT_TOO_LONG", "54000", 3)
+    assert format_error(moved, where="etl.sql: ").startswith("etl.sql: Statement too long at line 3, column 1: ")
