@@ -112,6 +112,12 @@ class Session:
                 register(self._spark)
             except Exception:  # noqa: BLE001 - streaming is optional; read_stream registers again
                 pass
+            # every statement module imported on this thread, before the warm-up's thread and
+            # the first statement's can both import them at once (concurrent first imports of
+            # modules that import each other can deadlock Python's module locks)
+            from isolde.executor.jobs import load_all
+
+            load_all()
             self._start_warm_up()  # before ready: whoever waits for Spark finds it started
         except BaseException as e:  # reported by wait_ready
             self._start_error = e
@@ -120,7 +126,10 @@ class Session:
 
     def _start_warm_up(self) -> None:
         if self._warm_up_wanted and self.warm_up is None and not self._closed:
+            from isolde.executor.jobs import load_all
             from isolde.executor.warmup import WarmUp
+
+            load_all()  # imported here, not by the warm-up's thread and a statement's at once
 
             self.warm_up = WarmUp(self._spark).start()
 

@@ -43,6 +43,13 @@ class SessionHolder:
     def start_background(self) -> None:
         with self._lock:
             if self._thread is None:
+                # The parser (lark, sqlglot) is imported here, before the thread that imports the
+                # executor does: the first statement's syntax check (``isolde.parse`` on this
+                # thread) importing lark while that thread was importing it too deadlocked
+                # Python's module locks (_DeadlockError on lark.parsers.lalr_analysis, in a
+                # fresh clone whose modules were still being compiled).
+                import isolde.grammar.parser  # noqa: F401
+
                 self.started_at = time.perf_counter()
                 self._thread = threading.Thread(target=self._open, name="isolde-spark-start", daemon=True)
                 self._thread.start()
