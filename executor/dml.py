@@ -759,6 +759,15 @@ def scan_rows(ctx, target: Target, files, with_ids: bool = True) -> DataFrame:
 
 
 
+def scan_rows_for_join(ctx, target: Target, files) -> tuple:
+    """``scan_rows`` whose deletion vectors and ``_isolde_file`` wait for a selective join:
+    (DataFrame with ``_isolde_ord``, ``scan.RowIdsAfterJoin``); see ``scan.scan_for_join``."""
+    from isolde.executor.scan import scan_for_join
+
+    df, after = scan_for_join(ctx, target.snapshot, target.path, files)
+    return df.withColumn(TGT_FLAG, F.lit(True)), after
+
+
 def read_scope(target: Target, scope) -> list:
     """Record the statement's conflict scope through its transaction; returns the candidate files."""
     return record_scope(target.txn, scope)
