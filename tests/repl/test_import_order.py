@@ -32,17 +32,17 @@ def test_the_parser_is_imported_before_the_background_thread_starts():
         import sys, threading
         from isolde.repl.runner import SessionHolder
         seen = {}
-        release = threading.Event()
+        looked, release = threading.Event(), threading.Event()
         def factory(**kwargs):  # runs on the background thread: what is imported by then?
             seen["lark"] = "lark" in sys.modules and "lark.parsers.lalr_analysis" in sys.modules
             seen["parser"] = "isolde.grammar.parser" in sys.modules
+            looked.set()
             release.wait(10)
             return None
         assert "lark" not in sys.modules, "the REPL's runner imported lark on its own: the test proves nothing"
         holder = SessionHolder({}, factory=factory)
         holder.start_background()
-        while not seen:
-            pass
+        assert looked.wait(60), "the background thread never called the session factory"
         release.set()
         print(seen["lark"], seen["parser"])
     """)
@@ -55,8 +55,11 @@ def test_every_statement_module_is_imported_before_the_session_is_ready():
         import isolde.executor.spark as spark_module
 
         class FakeConf:
+            def __init__(self):
+                self.values = {}
+
             def set(self, key, value):
-                pass
+                self.values[key] = value
 
         class FakeSpark:  # no JVM: only the order of imports is under test
             conf = FakeConf()
