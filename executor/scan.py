@@ -251,7 +251,7 @@ def _scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Seque
         df = read_parquet(spark.read.schema(T.StructType(data_struct.fields + hidden_fields)), list(map(_exact, local)))
     if not need_keys:
         return df.selectExpr(*[_quote(f.name) for f in struct.fields])
-    if not defer and not with_row_ids and not with_file_keys and not has_dv and _one_partition(files):
+    if not with_row_ids and not with_file_keys and not has_dv and _one_partition(files):
         # every file in one partition: its values are literals (no _metadata.file_path lookup per row)
         return _with_literal_partition(df, struct, parts, metadata, files[0].partition_values)
 
