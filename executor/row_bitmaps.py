@@ -26,6 +26,7 @@ BUCKET_ROWS = 32768  # rows one Spark bitmap covers (its 4 KiB buffer)
 _BUCKET = "__isolde_bucket"
 _BITMAP = "__isolde_bitmap"
 _PAIRS = "__isolde_pairs"
+UNPACK_BUCKETS = 4096  # buckets unpacked per numpy pass (16 MiB of Spark's buffers)
 
 
 @dataclass
@@ -74,21 +75,23 @@ def bitmaps_from_arrow(table, keys: list) -> dict:
     bitmaps = table.column(_BITMAP).combine_chunks()
     ids: dict = {}  # key -> its number, in order of first appearance
     key_id = np.fromiter((ids.setdefault(k, len(ids)) for k in key_values), dtype=np.int64, count=len(key_values))
-    # the buckets grouped by key, unpacked 256 at a time (~8 MB of bits) whatever key they are
-    # of: one numpy pass per 256 buckets, not one per file (1,220 files of one bucket each:
-    # 0.11 s of np.nonzero calls)
+    # Spark's buffers (4 KiB each) as one byte matrix, a row per bucket, read in key order
+    # 4,096 buckets (16 MiB) at a time. Only the non-zero bytes are unpacked: a MERGE's 50k
+    # rows over 342 buckets of 10M rows unpack 51k bytes, not 11M bits (0.032 -> 0.010 s);
+    # one numpy pass over many files' buckets, not one per file.
+    all_bytes = _buffers(bitmaps)
     by_key = np.argsort(key_id, kind="stable")
     rows = [BitMap64() for _ in ids]
-    for start in range(0, len(by_key), 256):
-        part = by_key[start:start + 256]
-        raw = np.frombuffer(b"".join(bitmaps[int(i)].as_py() for i in part), dtype=np.uint8)
-        width = len(raw) // len(part)  # Spark's buffer: BUCKET_ROWS / 8 bytes
-        bits = np.unpackbits(raw.reshape(len(part), width), axis=1, bitorder="little")
-        which, bit = np.nonzero(bits)
-        positions = ((buckets[part][which] - 1) * BUCKET_ROWS + bit).astype(np.uint64)
-        owners = key_id[part][which]  # ascending: the buckets are grouped by key
-        if not len(owners):
+    for start in range(0, len(by_key), UNPACK_BUCKETS):
+        part = by_key[start:start + UNPACK_BUCKETS]
+        raw = all_bytes[part]
+        bucket_of, byte = np.nonzero(raw)  # row-major: grouped by bucket, so by key
+        if not len(byte):
             continue
+        bits = np.unpackbits(raw[bucket_of, byte][:, None], axis=1, bitorder="little")
+        which, bit = np.nonzero(bits)
+        positions = ((buckets[part][bucket_of[which]] - 1) * BUCKET_ROWS + byte[which] * 8 + bit).astype(np.uint64)
+        owners = key_id[part][bucket_of[which]]  # ascending: the buckets are grouped by key
         cuts = np.flatnonzero(np.diff(owners)) + 1
         for lo, hi in zip(np.concatenate(([0], cuts)), np.concatenate((cuts, [len(owners)]))):
             rows[int(owners[lo])].update(positions[lo:hi])
@@ -97,6 +100,22 @@ def bitmaps_from_arrow(table, keys: list) -> dict:
     for key, k in ids.items():
         out[key] = RowBitmap(rows[k], int(pair_counts[k]))
     return out
+
+
+def _buffers(bitmaps):
+    """Spark's bitmap buffers (an Arrow binary array of equally long buffers) as a byte
+    matrix, one row per buffer, read in place from the array's data buffer."""
+    import numpy as np
+    import pyarrow as pa
+
+    offset_type = np.int64 if pa.types.is_large_binary(bitmaps.type) else np.int32
+    _, offsets_buffer, data_buffer = bitmaps.buffers()
+    offsets = np.frombuffer(offsets_buffer, dtype=offset_type)[bitmaps.offset:bitmaps.offset + len(bitmaps) + 1]
+    width = int(offsets[1] - offsets[0])
+    if bitmaps.null_count or not np.all(np.diff(offsets) == width):
+        raise ValueError("isolde expects Spark's row bitmaps as equally long, non-null buffers")
+    data = np.frombuffer(data_buffer, dtype=np.uint8)[int(offsets[0]):int(offsets[-1])]
+    return data.reshape(len(bitmaps), width)
 
 
 def positions_by_file(df, file_col: str, row_col: str, paths: Optional[list] = None) -> dict:

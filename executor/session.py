@@ -82,6 +82,9 @@ class Session:
         self._warm_up_wanted = warm_up  # executor/warmup.py, once Spark is up
         self.warm_up = None
         if spark is not None:
+            from isolde.executor.spark import with_kept_lookups
+
+            with_kept_lookups(spark)
             self._started.set()
             self._start_warm_up()
         elif start:

@@ -178,7 +178,7 @@ def get_spark(master: Optional[str] = None, conf: Optional[Mapping[str, str]] = 
     with _LOCK:
         if _SPARK is not None and _alive(_SPARK):
             _apply_runtime_conf(_SPARK, conf)
-            return _SPARK
+            return with_kept_lookups(_SPARK)
         _environment()
         from pyspark import SparkConf, SparkContext
         from pyspark.sql import SparkSession
@@ -187,7 +187,7 @@ def get_spark(master: Optional[str] = None, conf: Optional[Mapping[str, str]] = 
         if active is not None:
             _SPARK = active
             _apply_runtime_conf(active, conf)
-            return active
+            return with_kept_lookups(active)
 
         settings = default_conf(master)
         for key, value in (conf or {}).items():
@@ -211,7 +211,19 @@ def get_spark(master: Optional[str] = None, conf: Optional[Mapping[str, str]] = 
         sc = SparkContext(conf=spark_conf, gateway=gateway) if gateway is not None else SparkContext(conf=spark_conf)
         sc.setLogLevel("WARN")
         _SPARK = SparkSession(sc)
-        return _SPARK
+        return with_kept_lookups(_SPARK)
+
+
+def with_kept_lookups(spark):
+    """``spark`` with py4j's class and method look-ups remembered (executor/jvm_lookups.py):
+    isolde's sessions, and a user's SparkSession handed to ``connect``."""
+    from isolde.executor import jvm_lookups
+
+    try:
+        jvm_lookups.install(spark.sparkContext._jvm)
+    except Exception:  # noqa: BLE001 - a speed-up only: py4j works without it
+        pass
+    return spark
 
 
 def _alive(spark) -> bool:
