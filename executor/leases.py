@@ -75,21 +75,35 @@ def take(paths: Iterable[str], root: Optional[str] = None) -> Optional[str]:
     if root is None:
         return None
     folder = os.path.join(root, LEASE_DIR)
-    os.makedirs(folder, exist_ok=True)
     lease = os.path.join(folder, f"{uuid.uuid4().hex}.json")
     tmp = lease + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump({"paths": [os.path.relpath(p, root) for p in paths], **_holder()}, fh)
-    os.replace(tmp, lease)
+    text = json.dumps({"paths": [os.path.relpath(p, root) for p in paths], **_holder()})
+    for attempt in range(100):
+        os.makedirs(folder, exist_ok=True)
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            break
+        except FileNotFoundError:  # the last lease's release removed the empty folder meanwhile
+            if attempt == 99:
+                raise
+    os.replace(tmp, lease)  # (the folder holds tmp: no release can remove it now)
     return lease
 
 
 def release(lease: Optional[str]) -> None:
+    """Remove the lease, and the lease folder once it is empty (no empty ``.isolde-leases``
+    is left in the table's folder; ``rmdir`` fails while another lease or its temporary file
+    is there, and a taker that finds the folder gone makes it again)."""
     if lease:
         try:
             os.remove(lease)
         except FileNotFoundError:
             pass
+        try:
+            os.rmdir(os.path.dirname(lease))
+        except OSError:
+            pass  # another writer's lease is there (or the folder is gone already)
 
 
 def leased_paths(root: str, now_ms: Optional[int] = None) -> list[str]:
