@@ -16,6 +16,7 @@ clearly if not).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -100,10 +101,8 @@ def release(lease: Optional[str]) -> None:
             os.remove(lease)
         except FileNotFoundError:
             pass
-        try:
+        with contextlib.suppress(OSError):  # another writer's lease is there, or no folder
             os.rmdir(os.path.dirname(lease))
-        except OSError:
-            pass  # another writer's lease is there (or the folder is gone already)
 
 
 def leased_paths(root: str, now_ms: Optional[int] = None) -> list[str]:

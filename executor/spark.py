@@ -224,12 +224,12 @@ def get_spark(master: Optional[str] = None, conf: Optional[Mapping[str, str]] = 
 def with_kept_lookups(spark):
     """``spark`` with py4j's class and method look-ups remembered (executor/jvm_lookups.py):
     isolde's sessions, and a user's SparkSession handed to ``connect``."""
+    import contextlib
+
     from isolde.executor import jvm_lookups
 
-    try:
+    with contextlib.suppress(Exception):  # a speed-up only: py4j works without it
         jvm_lookups.install(spark.sparkContext._jvm)
-    except Exception:  # noqa: BLE001 - a speed-up only: py4j works without it
-        pass
     return spark
 
 
