@@ -80,12 +80,14 @@ def take(paths: Iterable[str], root: Optional[str] = None) -> Optional[str]:
     tmp = lease + ".tmp"
     text = json.dumps({"paths": [os.path.relpath(p, root) for p in paths], **_holder()})
     for attempt in range(100):
-        os.makedirs(folder, exist_ok=True)
         try:
+            os.makedirs(folder, exist_ok=True)
             with open(tmp, "w", encoding="utf-8") as fh:
                 fh.write(text)
             break
-        except FileNotFoundError:  # the last lease's release removed the empty folder meanwhile
+        except (FileNotFoundError, FileExistsError):
+            # another writer's release removed the empty folder meanwhile: after our write
+            # failed, or inside makedirs (its mkdir found the folder, its check then did not)
             if attempt == 99:
                 raise
     os.replace(tmp, lease)  # (the folder holds tmp: no release can remove it now)
