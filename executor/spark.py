@@ -12,6 +12,8 @@ stderr on the terminal (by default it goes to a log file, which hides the
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import hashlib
 import os
 import sys
@@ -50,6 +52,10 @@ logger.executor.name = org.apache.spark.executor.Executor
 logger.executor.level = error
 logger.sqlconf.name = org.apache.spark.sql.internal.SQLConf
 logger.sqlconf.level = error
+# "RDD n was locally checkpointed, its lineage has been truncated": a MERGE checkpoints its
+# first pass on purpose, and the line came once per MERGE
+logger.mappartitions.name = org.apache.spark.rdd.MapPartitionsRDD
+logger.mappartitions.level = error
 """
 
 # The JVM flags of the embedded Spark. "throughput" (the default) keeps the optimising JIT
@@ -160,6 +166,16 @@ def jvm_log_path() -> Optional[str]:
     return _JVM_LOG
 
 
+def _remove_jvm_log(path: str) -> None:
+    """A normal exit removes the JVM's log: every start made one (1.3 MB after a test run) and
+    they piled up in the temp dir. A process that is killed or crashes leaves it to read;
+    ISOLDE_KEEP_JVM_LOG=1 keeps it always."""
+    if os.environ.get("ISOLDE_KEEP_JVM_LOG") == "1":
+        return
+    with contextlib.suppress(OSError):
+        os.remove(path)
+
+
 def quiet_python_loggers() -> None:
     """PySpark logs every SQL error it raises (with the JVM stack) on these loggers; isolde
     translates the error itself, so they only add noise."""
@@ -210,6 +226,7 @@ def get_spark(master: Optional[str] = None, conf: Optional[Mapping[str, str]] = 
             from pyspark.java_gateway import launch_gateway
 
             fd, _JVM_LOG = tempfile.mkstemp(prefix="isolde-jvm-", suffix=".log")
+            atexit.register(_remove_jvm_log, _JVM_LOG)
             fh = os.fdopen(fd, "w")
             try:
                 gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": fh})
@@ -224,8 +241,6 @@ def get_spark(master: Optional[str] = None, conf: Optional[Mapping[str, str]] = 
 def with_kept_lookups(spark):
     """``spark`` with py4j's class and method look-ups remembered (executor/jvm_lookups.py):
     isolde's sessions, and a user's SparkSession handed to ``connect``."""
-    import contextlib
-
     from isolde.executor import jvm_lookups
 
     with contextlib.suppress(Exception):  # a speed-up only: py4j works without it

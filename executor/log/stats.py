@@ -13,6 +13,7 @@ import datetime as dt
 import decimal
 import json
 import math
+from typing import Mapping, Optional
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -131,6 +132,18 @@ def stats_from_metadata(metadata: pq.FileMetaData, hidden: frozenset = frozenset
 #: AddFile tag of files isolde wrote: the floating-point columns (as the stats name them) that
 #: hold no NaN, so their maxValues are true upper bounds (other engines' float maxima may not be)
 NAN_FREE_TAG = "isolde.nanFree"
+
+
+def nan_free_columns(tags: Optional[Mapping[str, str]]) -> frozenset:
+    """The column names an AddFile's NAN_FREE_TAG lists (empty when absent or unreadable)."""
+    text = (tags or {}).get(NAN_FREE_TAG)
+    if not text:
+        return frozenset()
+    try:
+        names = json.loads(text)
+    except ValueError:
+        return frozenset()
+    return frozenset(n for n in names if isinstance(n, str)) if isinstance(names, list) else frozenset()
 
 
 def _nan_free_columns(local_path: str, metadata: pq.FileMetaData, hidden: frozenset) -> frozenset:

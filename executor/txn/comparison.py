@@ -383,6 +383,30 @@ def _outside_integral_range(lit: Literal, col: SqlType) -> bool:
     return not (-(2 ** (bits - 1)) <= value <= 2 ** (bits - 1) - 1)
 
 
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+_FOLDS_TRUE_BELOW_LONG = {">": True, ">=": True, "<": False, "<=": False}
+
+
+def folded_comparison(op: str, col: SqlType, lit: Literal) -> bool | None:
+    """The constant Spark's analyser puts in place of ``col <op> lit`` when an integral column is
+    ordered against a DECIMAL literal beyond BIGINT's range, or None when it does not.
+
+    Spark's type coercion (DecimalPrecision) replaces ``l > -9223372036854775809BD`` by TRUE and
+    ``l < ...`` by FALSE before anything is evaluated, so a NULL ``l`` matches too: a file of
+    NULLs must not be skipped for it. ``=``, ``<>``, IN and ``<=>`` keep NULL semantics.
+    """
+    if col.family != "integral" or lit.type.family != "decimal" or op not in _FOLDS_TRUE_BELOW_LONG:
+        return None
+    value = lit.value
+    if not isinstance(value, (int, decimal.Decimal)) or isinstance(value, bool):
+        return None
+    if value < _LONG_MIN:
+        return _FOLDS_TRUE_BELOW_LONG[op]
+    if value > _LONG_MAX:
+        return not _FOLDS_TRUE_BELOW_LONG[op]
+    return None
+
+
 def domain(col: SqlType, lit: Literal) -> Domain | None:
     """Spark's comparison domain for ``col <op> lit`` (Spark 4 type coercion), or None."""
     c, l = col.family, lit.type.family
@@ -658,7 +682,8 @@ def _double_bound(col: SqlType, value: Any, up: bool, widen: bool) -> float:
     if col.family == "float":
         x = _float32(x)
         if widen:
-            x = float(np.nextafter(np.float32(x), np.float32(math.inf if up else -math.inf)))
+            with np.errstate(over="ignore"):  # past FLOAT's largest the next value is infinity, as wanted
+                x = float(np.nextafter(np.float32(x), np.float32(math.inf if up else -math.inf)))
     elif widen and col.family == "double":
         x = _next(x, up)
     return x

@@ -11,7 +11,6 @@ towards conflicts and towards reading a file, never towards a lost update.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -20,7 +19,7 @@ from sqlglot import exp
 
 from isolde.executor.log.actions import AddFile
 from isolde.executor.log import type_widening
-from isolde.executor.log.stats import NAN_FREE_TAG
+from isolde.executor.log.stats import nan_free_columns
 from isolde.executor.txn import comparison as C
 from isolde.grammar.dialect import DIALECT, sql as render_sql
 from isolde.planner.predicates import operands
@@ -183,6 +182,9 @@ class _Env:
 
 def _compare(op: str, col: C.SqlType, s: ColumnSummary, lit: C.Literal, zone_slack: bool = True) -> tuple[bool, bool]:
     """Can ``col <op> lit`` be true / false for some row summarised by ``s`` (Spark's semantics)?"""
+    folded = C.folded_comparison(op, col, lit)
+    if folded is not None:
+        return (folded, not folded)  # a constant, NULL rows included
     if lit.value is None or s.all_null:
         return (False, False)  # NULL on every row
     dom = C.domain(col, lit)
@@ -311,8 +313,14 @@ def _eval_in(node, env):
     lits = [C.literal(item) for item in node.expressions]
     if any(lit is C.UNKNOWN for lit in lits):
         return _MAYBE
-    # Spark compares every item in ONE common type: items whose own domains differ are not modelled
-    if len({C.domain(col, lit) for lit in lits if lit.value is not None}) > 1:
+    # Spark compares every item in ONE common type: items whose own domains differ are not
+    # modelled, nor items of different types but for exact numbers (a DECIMAL beside a STRING
+    # makes the common type DOUBLE: l IN (0.1BD, '9007199254740992') holds 9007199254740993)
+    present = [lit for lit in lits if lit.value is not None]
+    if len({C.domain(col, lit) for lit in present}) > 1:
+        return _MAYBE
+    families = {lit.type.family for lit in present}
+    if len(families) > 1 and not families <= {"integral", "decimal"}:
         return _MAYBE
     can_true, can_false = False, True
     for lit in lits:
@@ -424,14 +432,7 @@ def file_summaries(add: AddFile, columns: Mapping[str, tuple[str, Any]],
 def _nan_free(add: AddFile) -> frozenset:
     """Stats column names whose float max isolde verified (stats.NAN_FREE_TAG); other engines'
     float maxima may leave a NaN out."""
-    text = (add.tags or {}).get(NAN_FREE_TAG)
-    if not text:
-        return frozenset()
-    try:
-        names = json.loads(text)
-    except ValueError:
-        return frozenset()
-    return frozenset(n for n in names if isinstance(n, str)) if isinstance(names, list) else frozenset()
+    return nan_free_columns(add.tags)
 
 
 def _cached_file_summaries(add: AddFile, columns, key, stat_types=None) -> dict[str, ColumnSummary]:

@@ -192,6 +192,31 @@ CASES = [
     ("safe-string", add("s", "bob", "dave"), "s = 'zed'", False, "every value is in ['bob', 'dave']"),
     ("safe-string-below", add("s", "bob", "dave"), "s < 'bob'", False, "every value is >= 'bob'"),
     ("safe-date", add("dt", "2024-01-01", "2024-01-31"), "dt = DATE'2024-03-01'", False, "January only"),
+    # -- an integral column ordered against a DECIMAL literal beyond BIGINT: Spark's analyser folds
+    #    the comparison to TRUE / FALSE, so NULL rows match too (seen in CI, seed 17)
+    ("bigint-null-gt-below-long", add("l", nulls=1, rows=1), "l > -9223372036854775809BD", True,
+     "l = NULL (the comparison is TRUE)"),
+    ("bigint-null-ge-below-long", add("l", nulls=2, rows=2), "l >= -9223372036854775809", True,
+     "l = NULL (an unsuffixed literal past BIGINT is a DECIMAL)"),
+    ("bigint-null-flipped", add("l", nulls=1, rows=1), "-9223372036854775809BD < l", True, "l = NULL"),
+    ("int-null-lt-above-long", add("i", nulls=1, rows=1), "i < 9223372036854775808BD", True, "i = NULL"),
+    ("tinyint-null-le-above-long", add("ti", nulls=1, rows=1), "ti <= 9223372036854775808.5", True, "ti = NULL"),
+    ("bigint-null-in-and", add("l", nulls=1, rows=1), "l > -1e30BD AND l IS NULL", True, "l = NULL"),
+    # -- IN compares all its items in one common type: a DECIMAL and a STRING make it DOUBLE
+    ("bigint-in-decimal-and-string", add("l", 9007199254740993, 9007199254740993, rows=1),
+     "l IN (0.1BD, '9007199254740992', '99')", True, "l = 9007199254740993 (2^53 + 1 is 2^53 as a DOUBLE)"),
+    ("safe-bigint-in-int-and-decimal", add("l", 9007199254740993, 9007199254740993, rows=1),
+     "l IN (1, 9007199254740992.5)", False, "exact: BIGINT and DECIMAL meet in a DECIMAL"),
+    ("safe-bigint-lt-below-long", add("l", -5, 5), "l < -9223372036854775809BD", False,
+     "Spark folds it to FALSE"),
+    ("safe-bigint-not-folded-true", add("l", nulls=1, rows=1), "NOT (l > -9223372036854775809BD)", False,
+     "NOT TRUE"),
+    ("safe-bigint-null-eq-below-long", add("l", nulls=1, rows=1), "l = -9223372036854775809BD", False,
+     "= keeps NULL semantics"),
+    ("safe-int-null-gt-in-long-range", add("i", nulls=1, rows=1), "i > -3000000000BD", False,
+     "inside BIGINT's range the NULL stays NULL"),
+    ("safe-bigint-null-gt-double", add("l", nulls=1, rows=1), "l > -1e30D", False,
+     "a DOUBLE literal is compared per row: NULL"),
     ("safe-decimal", add("m52", 0.1, 0.33), "m52 = 5.00", False, "every value is in [0.10, 0.33]"),
     ("safe-decimal-gt", add("m52", 0.1, 0.33), "m52 > 1", False, "every value is <= 0.33"),
     ("safe-double-below-min", add("d", 1.0, 2.0), "d < 0.5", False, "NaN is not below anything"),
@@ -211,6 +236,14 @@ def test_file_may_match(case):
     _, file, predicate, expected, witness = case
     got = Predicate(predicate, SCHEMA, PARTITIONS).file_may_match(file)
     assert got is expected, f"{predicate} on {file.stats} {file.partition_values}: {witness}"
+
+
+def test_rows_with_null_match_a_folded_comparison():
+    """The row-level check agrees with Spark's folding (a NULL row matches ``l > -9223372036854775809BD``)."""
+    rows = [{"l": None}, {"l": 5}]
+    assert Predicate("l > -9223372036854775809BD", SCHEMA, PARTITIONS).rows_may_match(rows) == [True, True]
+    assert Predicate("l < -9223372036854775809BD", SCHEMA, PARTITIONS).rows_may_match(rows) == [False, False]
+    assert Predicate("l > -1e30D", SCHEMA, PARTITIONS).rows_may_match(rows) == [False, True]
 
 
 def test_a_nan_literal_never_raises():

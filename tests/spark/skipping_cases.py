@@ -574,6 +574,27 @@ _CASTS = {
 }
 
 
+def long_range_edges(columns: list[Column]) -> list[Pred]:
+    """Every integral column ordered against literals just past BIGINT's range, each spelling
+    and either way round: Spark folds ``l > -9223372036854775809BD`` to TRUE at analysis, so
+    files of NULLs match it (a case the random predicates hit only on some seeds)."""
+    literals = ["-9223372036854775809BD", "9223372036854775808BD", "-9223372036854775809",
+                "9223372036854775808", "-9223372036854775808.5", "9223372036854775807.5", "-1e30BD",
+                "9223372036854775807BD", "-9223372036854775808BD", "-3000000000BD", "-9223372036854775809D"]
+    out = []
+    for c in columns:
+        if c.kind != "int":
+            continue
+        for lit in literals:
+            for op in ("<", "<=", ">", ">=", "=", "<>"):
+                out.append(Pred(f"{c.name} {op} {lit}", {c.name}))
+                out.append(Pred(f"{lit} {_FLIP.get(op, op)} {c.name}", {c.name}))
+            out.append(Pred(f"NOT ({c.name} > {lit})", {c.name}))
+            out.append(Pred(f"{c.name} >= {lit} AND {c.name} IS NULL", {c.name}))
+            out.append(Pred(f"{c.name} BETWEEN {lit} AND 0", {c.name}))
+    return out
+
+
 class Generator:
     """Seeded predicates over one table, biased to its stored values and statistics."""
 

@@ -137,7 +137,7 @@ def test_many_paths_reach_the_jvm_in_one_call_unchanged(tmp_path):
         pq.write_table(pa.table({"id": [i, i + 100]}), path)
         paths.append(scan_module._exact(path))
     schema = "id BIGINT"
-    one_call = scan_module.read_parquet(spark.read.schema(schema), paths)
+    one_call = scan_module.read_parquet(spark.read.schema(schema), paths, scan_module.READ_OPTIONS)
     listed = spark.read.schema(schema).parquet(*paths)
     assert sorted(one_call.inputFiles()) == sorted(listed.inputFiles()) and len(one_call.inputFiles()) == 20
     assert sorted(r[0] for r in one_call.collect()) == sorted([i for i in range(20)] + [i + 100 for i in range(20)])

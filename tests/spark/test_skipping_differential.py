@@ -319,10 +319,17 @@ class World:
     seconds: dict = field(default_factory=dict)
 
 
+def _by_first_row(table: Table) -> list:
+    """The table's files in the order their rows were designed: the log lists them in the order
+    Spark's tasks finished, which would make the seeded predicates differ from run to run."""
+    return sorted(table.files, key=lambda a: ((a.parsed_stats or {}).get("minValues") or {}).get("rid", 0))
+
+
 def _typed_stats(table: Table) -> dict:
     out = collections.defaultdict(list)
     by_name = {c.name: c for c in table.columns}
-    for a in table.files:
+    files = _by_first_row(table)
+    for a in files:
         st = a.parsed_stats or {}
         for key in ("minValues", "maxValues"):
             for name, raw in (st.get(key) or {}).items():
@@ -331,7 +338,7 @@ def _typed_stats(table: Table) -> dict:
                     v = K.parse_stat_value(raw, c)
                     if v is not None:
                         out[name].append(v)
-    for a in table.files:  # partition values as written in the log
+    for a in files:  # partition values as written in the log
         for name, raw in a.partition_values.items():
             c = by_name.get(name)
             if c is not None and raw is not None:
@@ -426,7 +433,7 @@ def _run(w: World, spark) -> None:
             gen = K.Generator(table.columns + [K.Column("rid", "INT", "int", [1, 2, 3], bits=32)], _stored(table),
                               _typed_stats(table), seed=SEED * 1000 + z * 10 + len(name))
             if z == 0:
-                preds = gen.sweep() + gen.many(PREDICATES[name])
+                preds = gen.sweep() + K.long_range_edges(table.columns) + gen.many(PREDICATES[name])
             else:
                 temporal = [c for c in table.columns if c.temporal]
                 again = [p for p in w.preds[(name, K.ZONES[0])] if p.temporal]
