@@ -51,12 +51,14 @@ from typing import Any, Callable, Iterable, Optional
 
 import sqlglot.expressions as exp
 from pyspark.sql import DataFrame, functions as F
+from pyspark.sql import types as T
 
 from isolde.errors import AnalysisError
 from isolde.executor import cdf
 from isolde.executor import schema as S
 from isolde.executor.phases import phase
 from isolde.executor.scan import FILE_COL, ROW_COL, scan
+from isolde.executor.stable_row_ids import kept_row_id_column, stable_row_id
 from isolde.executor.target_reads import statement_reads_target
 from isolde.executor.txn.statement_scope import record_scope, scope_flags  # noqa: F401 (re-exported)
 from isolde.grammar.dialect import sql as render_sql
@@ -187,6 +189,7 @@ class ChangeSet:
     num_dv_removed: int = 0  # files removed outright that carried a deletion vector
     num_rewritten_files: int = 0
     metadata_update: Any = None  # new identity high-water marks, when rows were inserted
+    row_ids_kept: bool = False  # the changed rows were written with their stable row ids
 
     def remove_whole(self, add, now: int) -> None:
         """Remove ``add`` outright (every live row of it deleted): no data file, no vector."""
@@ -206,6 +209,7 @@ class ChangeSet:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         if other.metadata_update is not None:
             self.metadata_update = other.metadata_update
+        self.row_ids_kept = self.row_ids_kept or other.row_ids_kept
         return self
 
     def add_written(self, written) -> None:
@@ -313,7 +317,7 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
                   metadata=None, changes_for: Optional[Callable] = None,
                   views: Optional["TempViews"] = None, changes_by_partition: Optional[Callable] = None,
                   deleted_rows: Optional[dict] = None, changed_only: bool = False,
-                  positions: Optional[dict] = None) -> ChangeSet:
+                  positions: Optional[dict] = None, row_ids: Optional[str] = None) -> ChangeSet:
     """Write the files and build the actions for one DML statement.
 
     ``touched``: AddFile.path -> AddFile of every file with changed rows; ``changed_rows``:
@@ -343,6 +347,9 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
     the written rows both come from it, and a write that only deletes writes no file.
     ``positions``: the changed rows' positions per file (``changed_positions``), when the
     statement already collected them: no second job for the vectors.
+    ``row_ids``: with ``changed_only``, the materialised row-id column ``changes`` carries
+    (``stable_row_ids``): the changed rows are written with it, so they keep their row ids, and
+    the ChangeSet says so (``row_ids_kept``) unless a file had to be rewritten.
     """
     from isolde.executor.writer import BackgroundWrite, remove_written, conform, write_files
 
@@ -450,6 +457,11 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
             changed_only and deleted_rows is not None and sum(deleted_rows.values()) == sum(changed_rows.values())):
         # (the changed rows of a deletion-vector write that only deletes: no row to write)
         sel = [S.column(c) for c in cols if c not in generated]
+        kept_struct = plain
+        if row_ids is not None and changed_only and not rewrite:
+            sel.append(S.column(row_ids))
+            kept_struct = T.StructType(plain.fields + [T.StructField(row_ids, T.LongType(), True)])
+            out.row_ids_kept = True
         if not dv_files:
             keep = changes.filter(F.col(ACTION_COL) != DELETE)
         elif dv_files and not rewrite:
@@ -457,12 +469,14 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
         else:
             in_rewrite = F.col(FILE_COL).isin(rewrite)
             keep = changes.filter(F.col(ACTION_COL).isin(UPDATE, INSERT) | (in_rewrite & (F.col(ACTION_COL) == KEEP)))
-        parts.append(conform(keep.select(*sel), plain, by_name=True, table_name=target.name,
+        parts.append(conform(keep.select(*sel), kept_struct, by_name=True, table_name=target.name,
                              configuration=config, identity=False))
     if inserted is not None:
         ins = inserted.select(*[S.column(c) for c in cols if c not in generated and c not in ident])
-        parts.append(conform(ins, struct, by_name=True, table_name=target.name, configuration=config,
-                             identity=bool(ident)))
+        ins = conform(ins, struct, by_name=True, table_name=target.name, configuration=config, identity=bool(ident))
+        if out.row_ids_kept:  # new rows take fresh ids: their file's baseRowId + position
+            ins = ins.withColumn(row_ids, F.lit(None).cast("long"))
+        parts.append(ins)
 
     if dv_files:
         if positions is None:
@@ -483,7 +497,8 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
             # the updated rows come in the target's splits: each partition's new rows in one
             # task, one new file per partition (not one per partition and split)
             df = df.repartition(*[F.col(q(c)) for c in target.partition_columns])
-        written = write_files(ctx, df, target.path, metadata, data_change=True)
+        written = write_files(ctx, df, target.path, metadata, data_change=True,
+                              hidden=(row_ids,) if out.row_ids_kept else ())
         if ident and inserted is not None:
             from isolde.executor.writer import identity_metadata_update
 
@@ -550,7 +565,6 @@ def changed_positions(changes: DataFrame, paths: Optional[list] = None) -> dict:
 
 def _plain_struct(struct):
     """The table's columns without identity metadata (identity values are kept, not generated)."""
-    from pyspark.sql import types as T
 
     return T.StructType([T.StructField(f.name, f.dataType, f.nullable,
                                        {k: v for k, v in f.metadata.items() if not k.startswith("delta.identity.")})
@@ -746,12 +760,12 @@ def scan_rows_by_partition(ctx, target: Target, files) -> tuple:
     return df.withColumn(TGT_FLAG, F.lit(True)), slices
 
 
-def scan_rows(ctx, target: Target, files, with_ids: bool = True) -> DataFrame:
+def scan_rows(ctx, target: Target, files, with_ids: bool = True, hidden: tuple = ()) -> DataFrame:
     """The target's rows of ``files`` with ``_isolde_file`` / ``_isolde_row`` (NULL when
     ``with_ids`` is false: copy-on-write needs no row positions, and skipping them saves the
     file-path join) and a TRUE ``__isolde_tgt`` flag (tells target rows from outer-join gaps)."""
     if with_ids:
-        df = scan(ctx, target.snapshot, target.path, files=files, with_row_ids=True)
+        df = scan(ctx, target.snapshot, target.path, files=files, with_row_ids=True, hidden=hidden)
     else:
         df = scan(ctx, target.snapshot, target.path, files=files)
         df = df.select("*", F.lit(None).cast("string").alias(FILE_COL), F.lit(None).cast("long").alias(ROW_COL))
@@ -759,12 +773,12 @@ def scan_rows(ctx, target: Target, files, with_ids: bool = True) -> DataFrame:
 
 
 
-def scan_rows_for_join(ctx, target: Target, files) -> tuple:
+def scan_rows_for_join(ctx, target: Target, files, hidden: tuple = ()) -> tuple:
     """``scan_rows`` whose deletion vectors and ``_isolde_file`` wait for a selective join:
     (DataFrame with ``_isolde_ord``, ``scan.RowIdsAfterJoin``); see ``scan.scan_for_join``."""
     from isolde.executor.scan import scan_for_join
 
-    df, after = scan_for_join(ctx, target.snapshot, target.path, files)
+    df, after = scan_for_join(ctx, target.snapshot, target.path, files, hidden=hidden)
     return df.withColumn(TGT_FLAG, F.lit(True)), after
 
 
@@ -790,7 +804,6 @@ def has_nondeterminism(*trees) -> bool:
 
 def resolve_column_path(struct, path: tuple, table: str):
     """(top-level field name, nested path tuple with canonical names, leaf DataType) of an assignment."""
-    from pyspark.sql import types as T
 
     from isolde.errors import ColumnNotFoundError
 
@@ -873,6 +886,8 @@ def prepared(target: Target, operation: str, parameters: dict, change: Optional[
             m = dict(all_metrics)
             m["executionTimeMs"] = int((time.time() - started) * 1000)
             return DmlResult.of(operation, target.snapshot.version, operation, m, target.name, time.time() - started)
+        if change.row_ids_kept:  # (else the transaction infers it from the actions)
+            target.txn.row_ids_preserved = True
         version, m = commit(target, actions, operation, parameters, all_metrics, started)
         return DmlResult.of(operation, version, operation, m, target.name, time.time() - started,
                             updated=updated, deleted=deleted, inserted=inserted)
@@ -954,7 +969,6 @@ def whole_file_deletes(ctx, target: Target, stmt, files: list) -> Optional[tuple
 
 def _partitions_where(ctx, target: Target, files: list, condition: str, alias: str) -> set:
     """The ``partition_key``s of ``files`` whose partition values make ``condition`` TRUE."""
-    from pyspark.sql import types as T
 
     from isolde.executor.scan import _cast_partition, _partition_value
 
@@ -1035,8 +1049,12 @@ def run_update_delete(ctx, stmt, is_update: bool):
         if is_update:
             set_sql = [bound_sql(ctx, a.value, views, target) for a in assignments]
 
+        # a deletion-vector UPDATE writes its rows with their stable row ids (row tracking)
+        kept_ids = kept_row_id_column(target.metadata, files) if is_update and target.deletion_vectors else None
+
         def flagged_over(file_list, ids=True, df=None):
-            df = scan_rows(ctx, target, file_list, ids) if df is None else df
+            hidden = (kept_ids,) if kept_ids is not None and ids else ()
+            df = scan_rows(ctx, target, file_list, ids, hidden) if df is None else df
             view = views.add(df, "target")
             extra = "".join(f", ({s}) AS __isolde_set_{i}" for i, s in enumerate(set_sql))
             return spark.sql(f"SELECT {q(alias)}.*, coalesce(({cond}), false) AS __isolde_c{extra} "
@@ -1057,8 +1075,8 @@ def run_update_delete(ctx, stmt, is_update: bool):
             sel = [F.col(q(f.name)) for f in struct.fields]
             action = F.when(c, F.lit(DELETE)).otherwise(F.lit(KEEP))
 
-        def changes_over(rows):
-            return rows.select(*sel, F.col(FILE_COL), F.col(ROW_COL), action.alias(ACTION_COL))
+        def changes_over(rows, extra=()):
+            return rows.select(*sel, F.col(FILE_COL), F.col(ROW_COL), action.alias(ACTION_COL), *extra)
 
         # rows stay in their file's partition unless a partition column is assigned
         part_lower = {p.lower() for p in target.partition_columns}
@@ -1074,7 +1092,8 @@ def run_update_delete(ctx, stmt, is_update: bool):
             # which also count them (no count job); an UPDATE's rows are kept (a lazy
             # checkpoint, filled by that job) for its write, a DELETE writes no row (its change
             # feed re-reads ``flagged``)
-            changed_rows = changes_over(flagged.filter(c))
+            changed_rows = changes_over(flagged.filter(c),
+                                        [stable_row_id(files, kept_ids)] if kept_ids is not None else ())
             if is_update:
                 changed_rows = views.checkpoint(changed_rows, eager=False)
             with phase("find"):
@@ -1121,7 +1140,7 @@ def run_update_delete(ctx, stmt, is_update: bool):
                                changes_for=None if nondet or moves else changes_in,
                                changes_by_partition=None if nondet or moves or subquery else changes_by_partition,
                                deleted_rows={} if is_update else changed, changed_only=dv_only,
-                               positions=positions)
+                               positions=positions, row_ids=kept_ids)
         change.absorb(whole)
         if cdf.enabled(target.metadata):  # the changed rows (and those of files removed whole)
             rows = cdf.update_delete_rows(flagged.filter(c), struct, sel, is_update)

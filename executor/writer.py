@@ -677,11 +677,12 @@ def _staging(table_path: str):
 
 
 def write_files(ctx, df: DataFrame, table_path: str, metadata, *, data_change: bool = True,
-                max_records_per_file: Optional[int] = None) -> WrittenFiles:
-    """Write ``df`` (already conformed: the table's columns in order) as new data files."""
+                max_records_per_file: Optional[int] = None, hidden: Sequence[str] = ()) -> WrittenFiles:
+    """Write ``df`` (already conformed: the table's columns in order, then the ``hidden``
+    physical columns -- materialised row ids --) as new data files."""
     table_path = os.path.abspath(table_path)
     ensure_unshredded_writes(df.sparkSession)
-    df, parts = _physical_frame(df, metadata, S.partition_columns(metadata))
+    df, parts = _physical_frame(df, metadata, S.partition_columns(metadata), hidden)
     writer = df.write.mode("errorifexists").format("parquet").option("compression", "snappy")
     if max_records_per_file:
         writer = writer.option("maxRecordsPerFile", int(max_records_per_file))
@@ -693,7 +694,7 @@ def write_files(ctx, df: DataFrame, table_path: str, metadata, *, data_change: b
             writer.save(staging)
         stamp_nested_ids(staging, metadata)
         with phase("stats"):
-            _adopt_files(staging, table_path, parts, result, data_change)
+            _adopt_files(staging, table_path, parts, result, data_change, hidden=frozenset(hidden))
     return tag_iceberg_compat(result, metadata, table_path)
 
 

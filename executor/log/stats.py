@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
 import json
 import math
 from typing import Mapping, Optional
@@ -137,8 +138,12 @@ NAN_FREE_TAG = "isolde.nanFree"
 def nan_free_columns(tags: Optional[Mapping[str, str]]) -> frozenset:
     """The column names an AddFile's NAN_FREE_TAG lists (empty when absent or unreadable)."""
     text = (tags or {}).get(NAN_FREE_TAG)
-    if not text:
-        return frozenset()
+    return _listed_names(text) if text else frozenset()
+
+
+@functools.lru_cache(maxsize=1024)
+def _listed_names(text: str) -> frozenset:
+    """A tag's names, parsed once per distinct text (every scan asks for every file's)."""
     try:
         names = json.loads(text)
     except ValueError:

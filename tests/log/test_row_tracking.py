@@ -134,6 +134,10 @@ def test_missing_num_records_is_an_internal_error():
     ([RemoveFile("a")], None, True),  # a whole file deleted
     ([RemoveFile("a"), _add("n", 1)], None, False),  # rows moved to a new file without their ids
     ([RemoveFile("a"), _add("n", 1)], True, True),  # ... unless the writer materialised them
+    # a deletion vector on a and the rows' new values in n: a deletion-vector UPDATE / MERGE
+    ([RemoveFile("a"), _add("a", 1), _add("n", 1)], None, False),
+    ([RemoveFile("a"), _add("a", 1), _add("n", 1)], True, True),
+    ([_add("a", 1), _add("n", 1)], None, True),  # recommits beside an insert: no row left a file
 ])
 def test_preserved_tag(actions, declared, expected):
     assert RT.preserved(actions, declared) is expected

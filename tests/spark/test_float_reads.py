@@ -1,4 +1,4 @@
-"""Floating-point values through isolde's reads (executor/scan.py read_options): -0.0 / 0.0 and
+"""Floating-point values through isolde's reads (executor/scan.py read_plan): -0.0 / 0.0 and
 NaN, where parquet-mr's filters and Spark disagree.
 
 Spark compares -0.0 and 0.0 as equal. parquet-mr's dictionary filter compares a literal with
@@ -183,8 +183,58 @@ def test_isolde_files_keep_the_statistics_filter(session, table_path):
     session.execute("INSERT INTO clean VALUES (1, 1.5), (2, 2.5)")
     snap = DeltaLog.for_table(table_path(session, "clean")).snapshot()
     schema = T.StructType([T.StructField("k", T.IntegerType()), T.StructField("d", T.DoubleType())])
-    assert scan_module.read_options(schema, snap.all_files) == scan_module.READ_OPTIONS
+    assert scan_module.read_plan(schema, snap.all_files) == scan_module.ParquetRead(scan_module.READ_OPTIONS)
+    assert "GreaterThan(d,2.0)" in _pushed_filters(session.sql("SELECT k FROM clean WHERE d > 2"))
     session.execute("INSERT INTO clean VALUES (3, CAST('NaN' AS DOUBLE))")
     snap = DeltaLog.for_table(table_path(session, "clean")).snapshot()
-    assert scan_module.read_options(schema, snap.all_files)[scan_module.STATS_FILTER] == "false"
+    assert scan_module.read_plan(schema, snap.all_files).guarded == frozenset({"d"})
     assert sorted(r.k for r in session.sql("SELECT k FROM clean WHERE d > 2").collect()) == [2, 3]
+
+
+def _pushed_filters(df) -> str:
+    """The filters Spark hands to the Parquet reader in ``df``'s physical plan."""
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    return " ".join(line.split("PushedFilters: ")[1].split("]")[0] for line in plan.splitlines()
+                    if "PushedFilters: " in line)
+
+
+def test_a_delta_rs_file_keeps_the_filters_of_its_other_columns(session, foreign):
+    """Only the float columns are kept from the reader's filters (through ``nanvl``): a
+    predicate on another column still reaches parquet-mr's row-group and page-index filters."""
+    path, oracle = foreign
+    for where in ["rid = 8 AND d > 5", "rid >= 30 AND f >= 3", "rid IN (4, 5, 6) AND NOT (d <= 2.5D)"]:
+        df = session.sql(f"SELECT rid FROM delta.`{path}` WHERE {where}")
+        pushed = _pushed_filters(df)
+        assert "rid" in pushed, f"{where}: nothing on rid pushed ({pushed})"
+        assert "(d," not in pushed and "(f," not in pushed, f"{where}: a float predicate pushed ({pushed})"
+        assert sorted(r.rid for r in df.collect()) == oracle(where), where
+
+
+def test_guarded_columns_through_deletion_vectors_and_column_mapping(session, foreign, tmp_path):
+    """The guard on the scans that need each row's file and position (deletion vectors, DML)
+    and on the physical names of a column-mapped table."""
+    import shutil
+
+    path, oracle = foreign
+    copy = str(tmp_path / "dv")
+    shutil.copytree(path, copy)
+    session.execute(f"ALTER TABLE delta.`{copy}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    session.execute(f"DELETE FROM delta.`{copy}` WHERE rid % 10 = 0")
+    for where in NAN_PREDICATES:
+        got = sorted(r.rid for r in session.sql(f"SELECT rid FROM delta.`{copy}` WHERE {where}").collect())
+        assert got == [r for r in oracle(where) if r % 10], where
+    session.execute(f"UPDATE delta.`{copy}` SET rid = -rid WHERE f > 5")
+    assert sorted(-r.rid for r in session.sql(f"SELECT rid FROM delta.`{copy}` WHERE rid < 0").collect()) == \
+        [r for r in oracle("f > 5") if r % 10]
+
+    session.execute("CREATE TABLE mapped (rid INT, f FLOAT, d DOUBLE) TBLPROPERTIES "
+                    "('delta.columnMapping.mode' = 'name', 'delta.enableDeletionVectors' = 'true')")
+    session.execute(f"INSERT INTO mapped SELECT * FROM delta.`{path}`")
+    session.execute("ALTER TABLE mapped RENAME COLUMN d TO dd")
+    for where in NAN_PREDICATES:
+        got = sorted(r.rid for r in session.sql(f"SELECT rid FROM mapped WHERE {where.replace('d ', 'dd ')}")
+                     .collect())
+        assert got == oracle(where), where
+    session.execute("DELETE FROM mapped WHERE dd > 5")
+    assert sorted(r.rid for r in session.sql("SELECT rid FROM mapped").collect()) == \
+        sorted(set(r[0] for r in FOREIGN_ROWS) - set(oracle("d > 5")))
