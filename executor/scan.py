@@ -218,7 +218,8 @@ def read_parquet(reader, paths: list, options: Mapping[str, str]) -> DataFrame:
     return reader._df(reader._jreader.parquet(jvm.org.apache.spark.api.python.PythonUtils.toSeq(listed)))
 
 
-def _empty(spark, struct: T.StructType, with_row_ids: bool) -> DataFrame:
+def _empty(spark, struct: T.StructType, with_row_ids: bool, hidden: Sequence[T.StructField] = ()) -> DataFrame:
+    struct = T.StructType(struct.fields + list(hidden))
     if with_row_ids:
         struct = T.StructType(struct.fields + [T.StructField(FILE_COL, T.StringType(), True),
                                                T.StructField(ROW_COL, T.LongType(), True)])
@@ -295,7 +296,7 @@ def _scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Seque
     hidden_fields = [T.StructField(h, T.LongType(), True) for h in hidden]
     files = list(snapshot.all_files) if files is None else list(files)
     if not files:
-        empty = _empty(spark, struct, with_row_ids)
+        empty = _empty(spark, struct, with_row_ids, hidden_fields)
         return (empty.withColumnRenamed(FILE_COL, _ORD).withColumn(_ORD, F.col(_ORD).cast("int")), None) \
             if defer else empty
 

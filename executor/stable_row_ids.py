@@ -25,8 +25,8 @@ def kept_row_id_column(metadata, files: Sequence) -> Optional[str]:
     the table does not track row ids, or a file has no ``baseRowId`` yet (its rows' ids are not
     defined before the backfill, so there is nothing to keep)."""
     columns = row_tracking.materialized_columns(metadata)
-    if columns is None or any(f.base_row_id is None for f in files):
-        return None
+    if columns is None or not files or any(f.base_row_id is None for f in files):
+        return None  # (no file: no row to change, nothing to keep)
     return columns[0]
 
 

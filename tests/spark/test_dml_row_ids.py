@@ -161,3 +161,21 @@ def test_copy_on_write_says_it_did_not_keep_them(session, table_path):
     assert _tag(path, r.version) == "false"  # the file's other rows were copied to a new one
     r = s.execute("INSERT INTO t VALUES (200, 200, 'x')")
     assert _tag(path, r.version) == "true"
+
+
+def test_statements_that_change_no_row(session, table_path):
+    """No candidate file (statistics rule every file out, or an empty table): nothing to keep,
+    and the statements still run (they failed on the missing hidden column)."""
+    s = session
+    _create(s)
+    path = table_path(s, "t")
+    before = _live_rows(path)
+    assert s.execute("UPDATE t SET v = 0 WHERE id = 999").metrics["numUpdatedRows"] == 0
+    r = s.execute("MERGE INTO t USING (SELECT 999 AS id) AS src ON src.id = t.id "
+                  "WHEN MATCHED THEN UPDATE SET v = 0 WHEN NOT MATCHED THEN INSERT (id, v, p) VALUES (src.id, 9, 'x')")
+    assert r.metrics["numTargetRowsInserted"] == 1
+    after = _live_rows(path)
+    assert {k: after[k] for k in before} == before
+    s.execute("DELETE FROM t")
+    assert s.execute("UPDATE t SET v = 2").metrics["numUpdatedRows"] == 0
+    assert _live_rows(path) == {}
