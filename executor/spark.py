@@ -62,9 +62,13 @@ logger.mappartitions.level = error
 # (C2) and a parallel collector: a 10M-row rewrite takes 5 s instead of 10 s, for ~0.7 s
 # more start-up. "startup" stops at the quick C1 JIT with a serial collector: a session and
 # its first query ~1 s sooner, for the test suite and short scripts (ISOLDE_JVM=startup).
+# C1 alone gets a 48 MB code cache by default, which Spark's generated classes filled within a
+# minute of OPTIMIZE / DML in a loop ("CodeCache is full. Compiler has been disabled", then
+# now and then a VirtualMachineError that stopped the SparkContext): the startup profile
+# reserves the 240 MB the optimising JIT gets (address space; committed as it is used).
 JAVA_PROFILES = {
     "throughput": "-XX:+UseParallelGC -XX:-UsePerfData",
-    "startup": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:-UsePerfData",
+    "startup": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:-UsePerfData",
 }
 #: Catalyst analyses and optimises plans recursively: a generated predicate of thousands of
 #: conditions overflowed the default 1 MB thread stack (StackOverflowError, and once the whole

@@ -43,3 +43,23 @@ def test_heap_is_a_quarter_of_memory_within_bounds(monkeypatch, physical_gib, ex
 def test_heap_setting_from_the_environment_wins(monkeypatch):
     monkeypatch.setenv("ISOLDE_DRIVER_MEMORY", "3g")
     assert spark.driver_memory(64 << 30) == "3g"
+
+
+@pytest.mark.parametrize("profile", ["startup", "throughput"])
+def test_code_cache_holds_sparks_generated_code(monkeypatch, profile):
+    """C1 alone defaults to a 48 MB code cache, which Spark's generated classes filled within a
+    minute of OPTIMIZE and DML in a loop (the compiler turned off, then a VirtualMachineError).
+    Both profiles get at least 240 MB, read from the JVM itself (no Spark)."""
+    import re
+    import shutil
+    import subprocess
+
+    java = shutil.which("java")
+    if java is None:
+        pytest.skip("no `java` on PATH to print the JVM's flags")
+    monkeypatch.setenv("ISOLDE_JVM", profile)
+    flags = spark.java_options().split()
+    out = subprocess.run([java, *flags, "-XX:+PrintFlagsFinal", "-version"], capture_output=True, text=True,
+                         timeout=60).stdout
+    size = int(re.search(r"\bReservedCodeCacheSize\s*=\s*(\d+)", out).group(1))
+    assert size >= 240 << 20, f"{profile}: code cache {size >> 20} MB"
