@@ -1052,11 +1052,19 @@ def run_update_delete(ctx, stmt, is_update: bool):
         # a deletion-vector UPDATE writes its rows with their stable row ids (row tracking)
         kept_ids = kept_row_id_column(target.metadata, files) if is_update and target.deletion_vectors else None
 
-        def flagged_over(file_list, ids=True, df=None):
+        def flagged_over(file_list, ids=True, df=None, only_true=False):
+            """The rows with the condition's truth (``__isolde_c``) and the new values. With
+            ``only_true``, only the rows it is TRUE for, selected by the condition itself in
+            WHERE: Spark pushes a plain predicate into the Parquet reader (row groups whose
+            statistics rule it out are not read; ``coalesce(cond, false)`` is never pushed) and
+            plans an IN / EXISTS subquery as a semi join."""
             hidden = (kept_ids,) if kept_ids is not None and ids else ()
             df = scan_rows(ctx, target, file_list, ids, hidden) if df is None else df
             view = views.add(df, "target")
             extra = "".join(f", ({s}) AS __isolde_set_{i}" for i, s in enumerate(set_sql))
+            if only_true:
+                return spark.sql(f"SELECT {q(alias)}.*, true AS __isolde_c{extra} "
+                                 f"FROM {view} AS {q(alias)} WHERE ({cond})")
             return spark.sql(f"SELECT {q(alias)}.*, coalesce(({cond}), false) AS __isolde_c{extra} "
                              f"FROM {view} AS {q(alias)}")
 
@@ -1081,10 +1089,12 @@ def run_update_delete(ctx, stmt, is_update: bool):
         # rows stay in their file's partition unless a partition column is assigned
         part_lower = {p.lower() for p in target.partition_columns}
         moves = any(a.column[0].lower() in part_lower for a in assignments)
-        flagged = flagged_over(files)
+        dv_only = target.deletion_vectors  # every touched file takes a deletion vector (choose_mode)
+        # a deletion-vector DML needs only the rows the condition is TRUE for (a non-deterministic
+        # condition is evaluated once, over every row, and checkpointed)
+        flagged = flagged_over(files, only_true=dv_only and not nondet)
         if nondet:
             flagged = views.checkpoint(flagged)
-        dv_only = target.deletion_vectors  # every touched file takes a deletion vector (choose_mode)
         positions = None
         if dv_only:
             # the changed rows (positions and new values) are all the write needs. ONE job finds

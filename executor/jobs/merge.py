@@ -36,7 +36,7 @@ import re
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import sqlglot.expressions as exp
@@ -54,6 +54,7 @@ from isolde.executor.phases import phase
 from isolde.executor.stable_row_ids import kept_row_id_column, stable_row_id
 from isolde.executor.spark import without_adaptive
 from isolde.executor.scan import FILE_COL, ROW_COL, scan
+from isolde.executor.target_key_filter import target_key_filter
 from isolde.executor.target_reads import statement_reads_target
 from isolde.grammar import ast
 
@@ -126,6 +127,8 @@ class SourceSummary:
     # types): then no target row can match two source rows, and pass 1 needs no row positions.
     # False: not proven (or not computed: ``_ObservedSummary``)
     unique_keys: bool
+    # target join column -> the type ON compares it in (Spark's, after coercion)
+    comparison_types: dict = field(default_factory=dict)
 
 
 def _comparison_types(spark, src_view: str, s_alias: str, keys, target_types: dict) -> list:
@@ -300,7 +303,7 @@ def _summarise_source(spark, src_view: str, s_alias: str, keys, target_types: di
             if usable[i][1].upper() == "TIMESTAMP":
                 collected = [_Micros(x) for x in collected]
             out[k.target_column] = list(collected) + ([None] if has_null else [])
-    return SourceSummary(out, n_source, unique)
+    return SourceSummary(out, n_source, unique, {k.target_column: t for k, t in usable})
 
 
 EPOCH_DAY = datetime.date(1970, 1, 1)
@@ -395,7 +398,7 @@ class _ObservedSummary:
                     out[k.target_column] = KeyRange(lo, hi, len(values), has_null)
                 else:
                     out[k.target_column] = values + ([None] if has_null else [])
-        return SourceSummary(out, int(row[0]), False)
+        return SourceSummary(out, int(row[0]), False, {k.target_column: t for k, t in self.usable})
 
 
 def _source_per_partition(views, src_df, pairs_df, touched: dict):
@@ -735,6 +738,11 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
             kept_ids = kept_row_id_column(target.metadata, files) if update_idx else None
             target_rows, after_join = dml.scan_rows_for_join(ctx, target, files,
                                                              (kept_ids,) if kept_ids is not None else ())
+            if not by_source:  # an inner join: the source's keys bound the target rows it can pair
+                key_filter = target_key_filter(keys, key_values, summary.comparison_types, types,
+                                               target.partition_columns)
+                if key_filter is not None:
+                    target_rows = target_rows.filter(key_filter)
             pass1_rows = spark.sql(
                 f"SELECT {hint} {', '.join([f'{ta}.*', f'{sa}.{SID} AS sid', f'{clause_sql} AS {CLAUSE}'] + value_cols)} "
                 f"FROM {views.add(target_rows, 'target')} AS {ta} {join} {src_view} AS {sa} ON ({on})")
