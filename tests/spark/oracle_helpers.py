@@ -41,3 +41,10 @@ def spark_type(t: pa.DataType):
     if pa.types.is_struct(t):
         return T.StructType([T.StructField(f.name, spark_type(f.type), True) for f in t])
     raise TypeError(f"no Spark type for {t} in the test helpers")
+
+
+def pushed_filters(df) -> str:
+    """The filters Spark hands to the Parquet reader in ``df``'s physical plan."""
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    return " ".join(line.split("PushedFilters: ")[1].split("]")[0] for line in plan.splitlines()
+                    if "PushedFilters: " in line)

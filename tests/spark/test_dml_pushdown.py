@@ -11,19 +11,13 @@ gets must not change, nor must subqueries, change data or a non-deterministic co
 from __future__ import annotations
 
 import pytest
+from oracle_helpers import pushed_filters
 
 from isolde.executor import dml
 
 pytestmark = pytest.mark.spark
 
 ROWS = 60_000
-
-
-def _pushed_filters(df) -> str:
-    """The filters Spark hands to the Parquet reader in ``df``'s physical plan."""
-    plan = df._jdf.queryExecution().executedPlan().toString()
-    return " ".join(line.split("PushedFilters: ")[1].split("]")[0] for line in plan.splitlines()
-                    if "PushedFilters: " in line)
 
 
 @pytest.fixture
@@ -79,10 +73,10 @@ def test_the_file_has_several_row_groups(session, big, table_path):
 def test_point_delete_and_update_push_their_condition(session, big, monkeypatch, delta_rows, table_path):
     seen = _find_plans(monkeypatch)
     assert session.execute("DELETE FROM big WHERE id = 12345").metrics["numDeletedRows"] == 1
-    assert any("EqualTo(id,12345)" in _pushed_filters(df) for df in seen), [_pushed_filters(df) for df in seen]
+    assert any("EqualTo(id,12345)" in pushed_filters(df) for df in seen), [pushed_filters(df) for df in seen]
     seen.clear()
     assert session.execute("UPDATE big SET v = -1 WHERE id BETWEEN 40000 AND 40009").metrics["numUpdatedRows"] == 10
-    pushed = [_pushed_filters(df) for df in seen]
+    pushed = [pushed_filters(df) for df in seen]
     assert any("GreaterThanOrEqual(id,40000)" in p and "LessThanOrEqual(id,40009)" in p for p in pushed), pushed
 
     del big[12345]
@@ -138,7 +132,7 @@ def test_point_merge_pushes_the_source_key(session, big, monkeypatch):
     r = session.execute("MERGE INTO big t USING (VALUES (777, 0.5, 'm'), (123456, 1.5, 'n')) AS src(id, v, s) "
                         "ON t.id = src.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
     assert (r.metrics["numTargetRowsUpdated"], r.metrics["numTargetRowsInserted"]) == (1, 1)
-    pushed = [_pushed_filters(df) for df in seen]
+    pushed = [pushed_filters(df) for df in seen]
     assert any("In(id, [" in p and "777" in p and "123456" in p for p in pushed), pushed
     big[777] = (0.5, "m")
     big[123456] = (1.5, "n")
@@ -153,7 +147,7 @@ def test_merge_key_filter_keeps_every_row_on_can_match(session, big, spark, delt
     r = session.execute("MERGE INTO big t USING ups ON t.id = ups.id "
                         "WHEN MATCHED AND t.id % 10 = 0 THEN DELETE WHEN MATCHED THEN UPDATE SET * "
                         "WHEN NOT MATCHED THEN INSERT *")
-    assert any("In(id, [" in _pushed_filters(df) for df in seen)
+    assert any("In(id, [" in pushed_filters(df) for df in seen)
     keys = range(59_400, 60_600, 2)
     inside = [k for k in keys if k < ROWS]
     assert r.metrics["numTargetRowsDeleted"] == sum(1 for k in inside if k % 10 == 0)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from oracle_helpers import pushed_filters
 from pyspark.sql import types as T
 
 pytestmark = pytest.mark.spark
@@ -184,18 +185,11 @@ def test_isolde_files_keep_the_statistics_filter(session, table_path):
     snap = DeltaLog.for_table(table_path(session, "clean")).snapshot()
     schema = T.StructType([T.StructField("k", T.IntegerType()), T.StructField("d", T.DoubleType())])
     assert scan_module.read_plan(schema, snap.all_files) == scan_module.ParquetRead(scan_module.READ_OPTIONS)
-    assert "GreaterThan(d,2.0)" in _pushed_filters(session.sql("SELECT k FROM clean WHERE d > 2"))
+    assert "GreaterThan(d,2.0)" in pushed_filters(session.sql("SELECT k FROM clean WHERE d > 2"))
     session.execute("INSERT INTO clean VALUES (3, CAST('NaN' AS DOUBLE))")
     snap = DeltaLog.for_table(table_path(session, "clean")).snapshot()
     assert scan_module.read_plan(schema, snap.all_files).guarded == frozenset({"d"})
     assert sorted(r.k for r in session.sql("SELECT k FROM clean WHERE d > 2").collect()) == [2, 3]
-
-
-def _pushed_filters(df) -> str:
-    """The filters Spark hands to the Parquet reader in ``df``'s physical plan."""
-    plan = df._jdf.queryExecution().executedPlan().toString()
-    return " ".join(line.split("PushedFilters: ")[1].split("]")[0] for line in plan.splitlines()
-                    if "PushedFilters: " in line)
 
 
 def test_a_delta_rs_file_keeps_the_filters_of_its_other_columns(session, foreign):
@@ -204,7 +198,7 @@ def test_a_delta_rs_file_keeps_the_filters_of_its_other_columns(session, foreign
     path, oracle = foreign
     for where in ["rid = 8 AND d > 5", "rid >= 30 AND f >= 3", "rid IN (4, 5, 6) AND NOT (d <= 2.5D)"]:
         df = session.sql(f"SELECT rid FROM delta.`{path}` WHERE {where}")
-        pushed = _pushed_filters(df)
+        pushed = pushed_filters(df)
         assert "rid" in pushed, f"{where}: nothing on rid pushed ({pushed})"
         assert "(d," not in pushed and "(f," not in pushed, f"{where}: a float predicate pushed ({pushed})"
         assert sorted(r.rid for r in df.collect()) == oracle(where), where
