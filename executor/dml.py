@@ -54,7 +54,7 @@ from pyspark.sql import DataFrame, functions as F
 from pyspark.sql import types as T
 
 from isolde.errors import AnalysisError
-from isolde.executor import cdf
+from isolde.executor import cdf, few_rows
 from isolde.executor import schema as S
 from isolde.executor.phases import phase
 from isolde.executor.scan import FILE_COL, ROW_COL, scan
@@ -561,6 +561,16 @@ def changed_positions(changes: DataFrame, paths: Optional[list] = None) -> dict:
     from isolde.executor import row_bitmaps
 
     return row_bitmaps.positions_by_file(changes.filter(F.col(ACTION_COL) != KEEP), FILE_COL, ROW_COL, paths)
+
+
+def changed_positions_of(table) -> dict:
+    """``changed_positions`` of changed rows already on the driver (an Arrow table, ``few_rows``)."""
+    from isolde.executor import row_bitmaps
+
+    rows = [r if a != KEEP else None
+            for r, a in zip(table.column(ROW_COL).to_pylist(), table.column(ACTION_COL).to_pylist())]
+    found = row_bitmaps.bitmaps_of_pairs([(f,) for f in table.column(FILE_COL).to_pylist()], rows)
+    return {key[0]: bm.rows for key, bm in found.items()}
 
 
 def _plain_struct(struct):
@@ -1104,10 +1114,19 @@ def run_update_delete(ctx, stmt, is_update: bool):
             # feed re-reads ``flagged``)
             changed_rows = changes_over(flagged.filter(c),
                                         [stable_row_id(files, kept_ids)] if kept_ids is not None else ())
-            if is_update:
-                changed_rows = views.checkpoint(changed_rows, eager=False)
-            with phase("find"):
-                positions = changed_positions(changed_rows)
+            few = None
+            if is_update and not nondet and few_rows.small_scan(files):
+                # a point UPDATE: its rows come to the driver in one job, no checkpoint (few_rows)
+                with phase("find"):
+                    few = few_rows.collect_few(changed_rows)
+            if few is not None:
+                table, changed_rows = few
+                positions = changed_positions_of(table)
+            else:
+                if is_update:
+                    changed_rows = views.checkpoint(changed_rows, eager=False)
+                with phase("find"):
+                    positions = changed_positions(changed_rows)
             changed = {p: len(rows) for p, rows in positions.items()}
         else:
             with phase("find"):

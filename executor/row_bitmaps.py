@@ -102,6 +102,23 @@ def bitmaps_from_arrow(table, keys: list) -> dict:
     return out
 
 
+def bitmaps_of_pairs(keys, positions) -> dict:
+    """``collect_bitmaps``' answer for rows already on the driver (``few_rows``): key tuple ->
+    ``RowBitmap`` of the non-NULL ``positions`` paired with it, in the same order."""
+    from pyroaring import BitMap64
+
+    out: dict = {}
+    for key, position in zip(keys, positions):
+        if position is None:
+            continue
+        found = out.get(key)
+        if found is None:
+            found = out[key] = RowBitmap(BitMap64(), 0)
+        found.rows.add(int(position))
+        found.pairs += 1
+    return out
+
+
 def _buffers(bitmaps):
     """Spark's bitmap buffers (an Arrow binary array of equally long buffers) as a byte
     matrix, one row per buffer, read in place from the array's data buffer."""

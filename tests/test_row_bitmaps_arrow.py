@@ -94,3 +94,19 @@ def test_bitmaps_from_arrow_refuses_buffers_of_unequal_length():
 def test_no_rows_no_bitmaps():
     table, _ = _table(random.Random(1), 2)
     assert bitmaps_from_arrow(table.slice(0, 0), KEYS) == {}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bitmaps_of_pairs_agree_with_the_decoded_buffers(seed):
+    """``bitmaps_of_pairs`` (pairs already on the driver: few_rows) gives what Spark's buffers
+    decode to for the same pairs, NULL positions left out as ``bitmap_rows`` does."""
+    rng = random.Random(seed)
+    table, want = _table(rng, rng.randint(1, 6))
+    keys, positions = [], []
+    for key, (rows, pairs) in want.items():
+        named = sorted(rows) + [rng.choice(sorted(rows)) for _ in range(pairs - len(rows))]
+        keys += [key] * len(named) + [key]
+        positions += named + [None]
+    order = list(range(len(keys)))
+    rng.shuffle(order)
+    _check(row_bitmaps.bitmaps_of_pairs([keys[i] for i in order], [positions[i] for i in order]), want)

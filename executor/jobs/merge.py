@@ -45,7 +45,7 @@ from pyspark.sql import types as T
 from pyspark.sql.window import Window
 
 from isolde.errors import AnalysisError, ColumnNotFoundError, MergeCardinalityError, TableNotFoundError
-from isolde.executor import cdf, dml, id_sets
+from isolde.executor import cdf, dml, few_rows, id_sets
 from isolde.executor import properties as P
 from isolde.executor import schema as S
 from isolde.executor.dml import ACTION_COL, DELETE, INSERT, KEEP, UPDATE, q
@@ -161,19 +161,6 @@ LOCAL_SOURCE_ROWS = 10_000
 _DRIVER_TYPES = ("TINYINT", "SMALLINT", "INT", "BIGINT", "STRING", "DATE", "TIMESTAMP", "TIMESTAMP_NTZ", "BOOLEAN")
 
 
-def _arrow_safe(dt) -> bool:
-    """Does a value of this Spark type go through Arrow and back to the same type and value?"""
-    if isinstance(dt, T.StructType):
-        return all(_arrow_safe(f.dataType) for f in dt.fields)
-    if isinstance(dt, T.ArrayType):
-        return _arrow_safe(dt.elementType)
-    if isinstance(dt, T.MapType):
-        return _arrow_safe(dt.keyType) and _arrow_safe(dt.valueType)
-    return isinstance(dt, (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType,
-                           T.DoubleType, T.DecimalType, T.StringType, T.BinaryType, T.DateType, T.TimestampType,
-                           T.TimestampNTZType)) and not isinstance(dt, (T.CharType, T.VarcharType))
-
-
 _FLAT_TYPES = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
                T.DecimalType, T.StringType, T.BinaryType, T.DateType)
 
@@ -207,7 +194,7 @@ def _local_source(spark, src_df):
         plan = src_df._jdf.queryExecution().optimizedPlan()
         if plan.getClass().getSimpleName() != "LocalRelation" or plan.data().size() > LOCAL_SOURCE_ROWS:
             return None
-        if not all(_arrow_safe(f.dataType) for f in src_df.schema.fields):
+        if not all(few_rows.arrow_safe(f.dataType) for f in src_df.schema.fields):
             return None
         table = _rows_as_arrow(src_df)
         n = table.num_rows
@@ -447,15 +434,8 @@ class _Pairs:
     A target row's clause is the acting one (at most one acts unless a lone DELETE: two pairs
     naming one row under acting clauses is what the cardinality check refuses)."""
 
-    def __init__(self, pass1_rows):
-        from isolde.executor import row_bitmaps
-
-        pairs = pass1_rows.select(F.explode(F.array(
-            F.struct(F.lit(0).alias("k"), F.col(FILE_COL).alias("f"), F.col(CLAUSE).cast("int").alias("cl"),
-                     F.col(ROW_COL).cast("long").alias("p")),
-            F.struct(F.lit(1).alias("k"), F.lit(None).cast("string").alias("f"), F.lit(None).cast("int").alias("cl"),
-                     F.col("sid").cast("long").alias("p")))).alias("x")).select("x.*")
-        found = row_bitmaps.collect_bitmaps(pairs, ["k", "f", "cl"], "p")
+    def __init__(self, found: dict):
+        """``found``: (0, file, clause) -> the target rows, (1, None, None) -> the source ids."""
         sources = found.pop((1, None, None), None)
         self.sids = sources.rows if sources is not None else None
         self.n_matched = sources.pairs if sources is not None else 0  # pairs with a source row
@@ -463,6 +443,28 @@ class _Pairs:
         for (_, f, cl), bm in found.items():
             self.by_file.setdefault(f, {})[cl] = bm
         self.max_act = max([2 if self._excess(cls, acting=True) else 1 for cls in self.by_file.values()] or [0])
+
+    @classmethod
+    def built_in_spark(cls, pass1_rows) -> "_Pairs":
+        from isolde.executor import row_bitmaps
+
+        pairs = pass1_rows.select(F.explode(F.array(
+            F.struct(F.lit(0).alias("k"), F.col(FILE_COL).alias("f"), F.col(CLAUSE).cast("int").alias("cl"),
+                     F.col(ROW_COL).cast("long").alias("p")),
+            F.struct(F.lit(1).alias("k"), F.lit(None).cast("string").alias("f"), F.lit(None).cast("int").alias("cl"),
+                     F.col("sid").cast("long").alias("p")))).alias("x")).select("x.*")
+        return cls(row_bitmaps.collect_bitmaps(pairs, ["k", "f", "cl"], "p"))
+
+    @classmethod
+    def of_table(cls, table) -> "_Pairs":
+        """The same from pass 1's rows collected to the driver (``few_rows``)."""
+        from isolde.executor import row_bitmaps
+
+        files, clauses = table.column(FILE_COL).to_pylist(), table.column(CLAUSE).to_pylist()
+        found = row_bitmaps.bitmaps_of_pairs([(0, f, cl) for f, cl in zip(files, clauses)],
+                                             table.column(ROW_COL).to_pylist())
+        found.update(row_bitmaps.bitmaps_of_pairs([(1, None, None)] * table.num_rows, table.column("sid").to_pylist()))
+        return cls(found)
 
     @staticmethod
     def _excess(clauses: dict, acting: bool) -> bool:
@@ -699,6 +701,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     moves = False  # some row changes partition: rows cannot be written per source partition
     matched_sids = None  # source row ids of the source rows that matched some target row
     pass2_source = None  # the source rows pass 2 needs (those that matched), when known
+    pass1_table = None  # pass 1's rows on the driver (Arrow), when few (few_rows)
     n_matched = 0
     if not files:
         # no file to read, yet ON, the clause conditions and the values are analysed, as Delta
@@ -749,11 +752,18 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
             pass1_rows = after_join.finish(pass1_rows)
             if by_source:
                 pass1_rows = pass1_rows.filter(f"sid IS NOT NULL OR {CLAUSE} >= 0")
-            # (filled lazily by the job that brings the pairs to the driver, when one follows)
-            pass1_rows = views.checkpoint(pass1_rows.select(*[acting_value(f).alias(f.name) for f in struct.fields],
-                                                            FILE_COL, ROW_COL, "sid", CLAUSE,
-                                                            *([stable_row_id(files, kept_ids)] if kept_ids else [])),
-                                          eager=not (matched or by_source))
+            pass1_rows = pass1_rows.select(*[acting_value(f).alias(f.name) for f in struct.fields],
+                                           FILE_COL, ROW_COL, "sid", CLAUSE,
+                                           *([stable_row_id(files, kept_ids)] if kept_ids else []))
+            if matched and not by_source and n_source <= few_rows.FEW_ROWS:
+                # a few source rows: their pairs come to the driver in one job, no checkpoint
+                with phase("find"):
+                    few = few_rows.collect_few(pass1_rows)
+                if few is not None:
+                    pass1_table, pass1_rows = few
+            if pass1_table is None:
+                # (filled lazily by the job that brings the pairs to the driver, when one follows)
+                pass1_rows = views.checkpoint(pass1_rows, eager=not (matched or by_source))
             pairs_df = pass1_rows.select(F.col(FILE_COL).alias("f"), F.col(ROW_COL).alias("r"), "sid",
                                          F.col(CLAUSE).alias("cl"), F.lit(False).alias("mv"))
         else:
@@ -791,7 +801,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
             # ONE job builds the pairs' bitmaps in Spark (the rows the vectors need anyway): the
             # per-file counts, the cardinality check and the matched source rows come from them
             with phase("find"):
-                pairs = _Pairs(pass1_rows)
+                pairs = _Pairs.of_table(pass1_table) if pass1_table is not None else _Pairs.built_in_spark(pass1_rows)
             positions = pairs.positions(update_idx + delete_idx)
             matched_sid_values = pairs.matched_sids()
             n_matched = pairs.n_matched

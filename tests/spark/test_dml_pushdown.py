@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from oracle_helpers import pushed_filters
 
-from isolde.executor import dml
+from isolde.executor import dml, few_rows
 
 pytestmark = pytest.mark.spark
 
@@ -44,9 +44,14 @@ def _rows(session) -> dict:
 
 
 def _find_plans(monkeypatch) -> list:
-    """The DataFrames the find pass hands to its bitmap job, and those it checkpoints."""
+    """The DataFrames the find pass hands to its bitmap job, those it checkpoints, and those it
+    collects to the driver when few (a point UPDATE, a small MERGE: few_rows)."""
     seen = []
-    positions, checkpoint = dml.changed_positions, dml.TempViews.checkpoint
+    positions, checkpoint, collect = dml.changed_positions, dml.TempViews.checkpoint, few_rows.collect_few
+
+    def record_collect(df, *args, **kwargs):
+        seen.append(df)
+        return collect(df, *args, **kwargs)
 
     def record_positions(changes, paths=None):
         seen.append(changes)
@@ -58,6 +63,7 @@ def _find_plans(monkeypatch) -> list:
 
     monkeypatch.setattr(dml, "changed_positions", record_positions)
     monkeypatch.setattr(dml.TempViews, "checkpoint", record_checkpoint)
+    monkeypatch.setattr(few_rows, "collect_few", record_collect)
     return seen
 
 

@@ -1,0 +1,37 @@
+"""Which statements may bring their rows to the driver (executor/few_rows.py), without Spark:
+the types that survive an Arrow round trip and the scans small enough to try."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from pyspark.sql import types as T
+
+from isolde.executor import few_rows
+
+
+def test_which_types_are_arrow_safe():
+    nested = T.StructType([T.StructField("m", T.MapType(T.StringType(), T.ArrayType(T.DecimalType(10, 2))))])
+    assert few_rows.arrow_safe(nested)
+    assert few_rows.arrow_safe(T.TimestampNTZType()) and few_rows.arrow_safe(T.BinaryType())
+    assert not few_rows.arrow_safe(T.ArrayType(T.CharType(3)))
+    assert not few_rows.arrow_safe(T.VarcharType(3))
+    assert not few_rows.arrow_safe(T.DayTimeIntervalType())
+    assert not few_rows.arrow_safe(T.StructType([T.StructField("v", T.VariantType())]))
+
+
+def test_same_types_ignores_nullability_only():
+    a = T.StructType([T.StructField("x", T.ArrayType(T.LongType(), False), False)])
+    b = T.StructType([T.StructField("x", T.ArrayType(T.LongType(), True), True)])
+    assert few_rows.same_types(a, b)
+    assert not few_rows.same_types(a, T.StructType([T.StructField("y", T.ArrayType(T.LongType()))]))
+    assert not few_rows.same_types(T.StructType([T.StructField("t", T.TimestampNTZType())]),
+                                   T.StructType([T.StructField("t", T.TimestampType())]))
+
+
+def test_which_scans_are_small():
+    half = few_rows.SMALL_SCAN_ROWS // 2
+    assert few_rows.small_scan([SimpleNamespace(num_records=half)] * 2)
+    assert not few_rows.small_scan([SimpleNamespace(num_records=half)] * 3)
+    assert not few_rows.small_scan([SimpleNamespace(num_records=1), SimpleNamespace(num_records=None)])
+    assert few_rows.small_scan([])
