@@ -156,6 +156,25 @@ def test_a_small_update_leaves_the_table_the_spark_route_leaves(session, spark, 
     assert routes == [True] * 4, routes
 
 
+def test_a_partitioned_table_and_rows_that_change_partition(session, spark, routes, table_path, delta_rows):
+    """Updated rows that move to another partition and inserts into new partitions: each
+    partition's rows in its own file, as the Spark route writes them."""
+    for name in ("few", "wide"):
+        session.execute(f"CREATE TABLE {name} (id BIGINT, p STRING, v DOUBLE) PARTITIONED BY (p) "
+                        f"TBLPROPERTIES ({PROPS})")
+        session.execute(f"INSERT INTO {name} SELECT id, concat('p', id % 4), id * 0.5 FROM range(400)")
+    source = "SELECT * FROM VALUES (3, 'p0', 1.0), (8, 'p9', 2.0), (13, 'p1', 3.0), (1000, 'p7', 4.0) AS s(id, p, v)"
+    first, second = _both(session, table_path, lambda name: f"MERGE INTO {name} t USING ({source}) s ON t.id = s.id "
+                                                           "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+    assert routes == [True]
+    _same_tables(session, table_path, delta_rows, first, second)
+    first, second = _both(session, table_path, lambda name: f"UPDATE {name} SET p = 'p5', v = -v WHERE id IN (5, 6)")
+    assert routes == [True, True]
+    _same_tables(session, table_path, delta_rows, first, second)
+    assert sorted(r.p for r in session.sql("SELECT p FROM few WHERE id IN (3, 5, 6, 8, 13, 1000)").collect()) == \
+        ["p0", "p1", "p5", "p5", "p7", "p9"]
+
+
 def test_more_rows_than_few_take_the_spark_route(session, spark, monkeypatch, routes, table_path, delta_rows):
     """A source key that is not unique in the target pairs with more rows than FEW_ROWS, and an
     UPDATE selects more: the limit stops the collection and Spark materialises them instead."""
