@@ -19,6 +19,8 @@ from typing import Optional
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from isolde.executor.schema import nested_types
+
 FEW_ROWS = 1000  # rows a statement may bring to the driver this way
 # An UPDATE does not know beforehand how many rows its condition selects: it tries this route
 # only when its candidate files hold at most this many rows, so a try that finds more than
@@ -26,17 +28,15 @@ FEW_ROWS = 1000  # rows a statement may bring to the driver this way
 SMALL_SCAN_ROWS = 250_000
 
 
+_ARROW_SAFE = (T.StructType, T.ArrayType, T.MapType, T.BooleanType, T.ByteType, T.ShortType, T.IntegerType,
+               T.LongType, T.FloatType, T.DoubleType, T.DecimalType, T.StringType, T.BinaryType, T.DateType,
+               T.TimestampType, T.TimestampNTZType)
+
+
 def arrow_safe(dt) -> bool:
     """Does a value of this Spark type go through Arrow and back to the same type and value?"""
-    if isinstance(dt, T.StructType):
-        return all(arrow_safe(f.dataType) for f in dt.fields)
-    if isinstance(dt, T.ArrayType):
-        return arrow_safe(dt.elementType)
-    if isinstance(dt, T.MapType):
-        return arrow_safe(dt.keyType) and arrow_safe(dt.valueType)
-    return isinstance(dt, (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType,
-                           T.DoubleType, T.DecimalType, T.StringType, T.BinaryType, T.DateType, T.TimestampType,
-                           T.TimestampNTZType)) and not isinstance(dt, (T.CharType, T.VarcharType))
+    return all(isinstance(t, _ARROW_SAFE) and not isinstance(t, (T.CharType, T.VarcharType))
+               for t in nested_types(dt))
 
 
 def same_types(a: T.StructType, b: T.StructType) -> bool:

@@ -568,24 +568,9 @@ def add_columns(metadata: Metadata, protocol: Protocol, new_fields) -> tuple[Met
     changes["schema_string"] = S.struct_to_delta(T.StructType(list(struct.fields) + list(added.fields)))
     new_metadata = copy_metadata(metadata, **changes)
     new_protocol = protocol_for_metadata(protocol, new_metadata)
-    if any(isinstance(t, T.TimestampNTZType) for f in added.fields for t in _types_in(f.dataType)):
+    if any(isinstance(t, T.TimestampNTZType) for f in added.fields for t in S.nested_types(f.dataType)):
         new_protocol = protocol_with(new_protocol, reader={"timestampNtz"}, writer={"timestampNtz"})
     return new_metadata, new_protocol
-
-
-def _types_in(dt):
-    """``dt`` and every type nested in it."""
-    from pyspark.sql import types as T
-
-    yield dt
-    if isinstance(dt, T.StructType):
-        for f in dt.fields:
-            yield from _types_in(f.dataType)
-    elif isinstance(dt, T.ArrayType):
-        yield from _types_in(dt.elementType)
-    elif isinstance(dt, T.MapType):
-        yield from _types_in(dt.keyType)
-        yield from _types_in(dt.valueType)
 
 
 def _without_mapping(dt):

@@ -292,20 +292,22 @@ def _walk_fields(struct: T.StructType):
             yield from _walk_fields(dt)
 
 
+def nested_types(dt: T.DataType):
+    """``dt`` and every type it holds at any depth (struct fields, array elements, map keys / values)."""
+    yield dt
+    if isinstance(dt, T.StructType):
+        for f in dt.fields:
+            yield from nested_types(f.dataType)
+    elif isinstance(dt, T.ArrayType):
+        yield from nested_types(dt.elementType)
+    elif isinstance(dt, T.MapType):
+        yield from nested_types(dt.keyType)
+        yield from nested_types(dt.valueType)
+
+
 def uses_type(struct: T.DataType, cls) -> bool:
     """``struct`` is, or holds at any depth (struct fields, array elements, map keys / values), a ``cls``."""
-    def has(dt):
-        if isinstance(dt, cls):
-            return True
-        if isinstance(dt, T.StructType):
-            return any(has(f.dataType) for f in dt.fields)
-        if isinstance(dt, T.ArrayType):
-            return has(dt.elementType)
-        if isinstance(dt, T.MapType):
-            return has(dt.keyType) or has(dt.valueType)
-        return False
-
-    return has(struct)
+    return any(isinstance(dt, cls) for dt in nested_types(struct))
 
 
 # --------------------------------------------------------------------------- protocol
