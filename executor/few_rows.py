@@ -8,8 +8,9 @@ MERGE's driver time. When the source has few rows, ``collect_few`` instead runs 
 into Arrow (at most ``FEW_ROWS`` + 1 rows, so a key that is not unique in the target cannot
 flood the driver: then the caller takes its usual route); the deletion vectors' positions are
 counted on the driver from those rows, and the write reads them back as a local relation,
-which Spark scans without a job of its own. A point UPDATE takes the same route when its
-candidate files are small (``small_scan``).
+which Spark scans without a job of its own (and ``driver_write`` hands to pyarrow, no write
+job either). A point UPDATE takes the same route when its candidate files are small
+(``small_scan``).
 """
 
 from __future__ import annotations
@@ -73,3 +74,25 @@ def small_scan(files) -> bool:
             return False
         total += add.num_records
     return total <= SMALL_SCAN_ROWS
+
+
+_FLAT_TYPES = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
+               T.DecimalType, T.StringType, T.BinaryType, T.DateType)
+
+
+def rows_as_arrow(df: DataFrame):
+    """``df``'s rows as an Arrow table. Flat columns of types whose Python values are exact (no
+    TIMESTAMP: those come back in the Python process's zone) are collected as Rows, which a
+    local relation hands over without a Spark job; else ``toArrow`` (one job)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    fields = df.schema.fields
+    if not all(isinstance(f.dataType, _FLAT_TYPES) and not isinstance(f.dataType, (T.CharType, T.VarcharType))
+               for f in fields):
+        return df.toArrow()
+    rows = df.collect()
+    types = [to_arrow_type(f.dataType) for f in fields]
+    arrays = [pa.array([r[i] for r in rows], type=types[i]) for i in range(len(fields))]
+    schema = pa.schema([pa.field(f.name, ty, nullable=f.nullable) for f, ty in zip(fields, types)])
+    return pa.Table.from_arrays(arrays, schema=schema)

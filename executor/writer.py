@@ -681,6 +681,12 @@ def write_files(ctx, df: DataFrame, table_path: str, metadata, *, data_change: b
     """Write ``df`` (already conformed: the table's columns in order, then the ``hidden``
     physical columns -- materialised row ids --) as new data files."""
     table_path = os.path.abspath(table_path)
+    if not max_records_per_file:
+        from isolde.executor.driver_write import write_local_rows
+
+        written = write_local_rows(ctx, df, table_path, metadata, data_change, hidden)
+        if written is not None:
+            return written
     ensure_unshredded_writes(df.sparkSession)
     df, parts = _physical_frame(df, metadata, S.partition_columns(metadata), hidden)
     writer = df.write.mode("errorifexists").format("parquet").option("compression", "snappy")

@@ -161,28 +161,6 @@ LOCAL_SOURCE_ROWS = 10_000
 _DRIVER_TYPES = ("TINYINT", "SMALLINT", "INT", "BIGINT", "STRING", "DATE", "TIMESTAMP", "TIMESTAMP_NTZ", "BOOLEAN")
 
 
-_FLAT_TYPES = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
-               T.DecimalType, T.StringType, T.BinaryType, T.DateType)
-
-
-def _rows_as_arrow(src_df):
-    """A local relation's rows as an Arrow table. Flat columns of types whose Python values
-    are exact (no TIMESTAMP: those come back in the Python process's zone) are collected as
-    Rows, which a local relation hands over without a Spark job; else ``toArrow`` (one job)."""
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_type
-
-    fields = src_df.schema.fields
-    if not all(isinstance(f.dataType, _FLAT_TYPES) and not isinstance(f.dataType, (T.CharType, T.VarcharType))
-               for f in fields):
-        return src_df.toArrow()
-    rows = src_df.collect()
-    types = [to_arrow_type(f.dataType) for f in fields]
-    arrays = [pa.array([r[i] for r in rows], type=types[i]) for i in range(len(fields))]
-    schema = pa.schema([pa.field(f.name, ty, nullable=f.nullable) for f, ty in zip(fields, types)])
-    return pa.Table.from_arrays(arrays, schema=schema)
-
-
 def _local_source(spark, src_df):
     """``src_df`` with the SRC_FLAG and SID columns as a new local relation, when Spark holds its
     rows on the driver already (at most LOCAL_SOURCE_ROWS, types that round-trip through Arrow);
@@ -196,7 +174,7 @@ def _local_source(spark, src_df):
             return None
         if not all(few_rows.arrow_safe(f.dataType) for f in src_df.schema.fields):
             return None
-        table = _rows_as_arrow(src_df)
+        table = few_rows.rows_as_arrow(src_df)
         n = table.num_rows
         table = table.append_column(pa.field(SRC_FLAG, pa.bool_(), nullable=False), pa.array([True] * n, pa.bool_()))
         table = table.append_column(pa.field(SID, pa.int64(), nullable=False), pa.array(range(n), pa.int64()))

@@ -143,7 +143,12 @@ def _create(s, props: str, table: str = "t", interval: int | None = None) -> Non
     s.execute(f"CREATE TABLE {table} (id BIGINT, v STRING) {props}")
     s.execute(f"INSERT INTO {table} VALUES " + ", ".join(f"({i}, '{v}')" for i, v in START))
     s.execute(f"OPTIMIZE {table}")
-    snap = DeltaLog(os.path.join(s.warehouse, "default", table)).update()
+    log = DeltaLog(os.path.join(s.warehouse, "default", table))
+    if log.update().version == BASE - 1:
+        # the VALUES list was written on the driver as one file already (driver_write): nothing
+        # to compact, so a property commit takes the table to version BASE instead
+        s.execute(f"ALTER TABLE {table} SET TBLPROPERTIES ('isolde.test.base' = 'true')")
+    snap = log.update()
     assert (snap.version, snap.num_files) == (BASE, 1)
 
 

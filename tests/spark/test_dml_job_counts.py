@@ -8,13 +8,14 @@ Jobs counted by the DAG scheduler's job counter, so jobs from any thread count.
 
 Why each count (see benchmarks/dml_point.py for the times). The two deleted rows are tested as
 literals in the scan (scan.DV_INLINE_MAX_ROWS): no deletion-vector broadcast.
-  UPDATE  2: the pass that finds the row and collects its position (filling the lazy checkpoint
-             of the changed rows), the write of the new row
+  UPDATE  1: the pass that finds the row and brings it to the driver (few_rows), where pyarrow
+             writes the new row (driver_write)
   DELETE  1: the pass that collects the position (no row is written)
-  MERGE   3: the VALUES source taken from the driver as it is (ids and key summary added there),
-             the broadcast of the source, pass 1 collecting the pairs, the write
-  MERGE of a new key 1: the write (statistics prune every file: no pass 1)
-  INSERT  1: the write
+  MERGE   2: the VALUES source taken from the driver as it is (ids and key summary added there),
+             the broadcast of the source, pass 1 collecting the pairs; pyarrow writes the row
+  MERGE of a new key 0: statistics prune every file (no pass 1); the new row is a local
+             relation pyarrow writes
+  INSERT  0: a VALUES list is a local relation pyarrow writes
   SELECT  1: the collect
 """
 
@@ -62,13 +63,13 @@ def _apply(expected: dict, kind: str, key: int) -> None:
 
 CASES = [
     # (kind, statement, key, Spark jobs, files the commit removes: the one pruned file)
-    ("UPDATE", "UPDATE pt SET v = v + 1 WHERE id = {k}", 123, 2, 1),
+    ("UPDATE", "UPDATE pt SET v = v + 1 WHERE id = {k}", 123, 1, 1),
     ("DELETE", "DELETE FROM pt WHERE id = {k}", 612, 1, 1),
     ("MERGE", "MERGE INTO pt t USING (VALUES ({k}, 0.5, 'm')) AS src(id, v, s) ON t.id = src.id "
-              "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *", 345, 3, 1),
+              "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *", 345, 2, 1),
     ("MERGE_NEW", "MERGE INTO pt t USING (VALUES ({k}, 0.5, 'm')) AS src(id, v, s) ON t.id = src.id "
-                  "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *", 5000, 1, 0),
-    ("INSERT", "INSERT INTO pt VALUES ({k}, 0.25, 'i')", 6000, 1, 0),
+                  "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *", 5000, 0, 0),
+    ("INSERT", "INSERT INTO pt VALUES ({k}, 0.25, 'i')", 6000, 0, 0),
 ]
 
 

@@ -47,7 +47,8 @@ def test_joins_ctes_windows_aggregates(shop):
 def test_sql_returns_dataframe_and_metrics(shop):
     df = shop.sql("SELECT * FROM orders WHERE day = DATE'2024-01-02'")
     assert isinstance(df, DataFrame) and df.count() == 2
-    assert shop.last_metrics["files_total"] == 4 and shop.last_metrics["files_read"] < 4
+    # one file per partition: a VALUES list is written on the driver (executor/driver_write.py)
+    assert shop.last_metrics["files_total"] == 3 and shop.last_metrics["files_read"] == 1
     r = shop.execute("SELECT * FROM orders WHERE day >= '2024-01-03'")
     assert r.metrics["tables"][0]["files_read"] == 1
     assert r.metrics["tables"][0]["files_total"] > 1
@@ -125,7 +126,7 @@ def test_execute_many_run_script_and_lines(session, tmp_path):
 
 def test_explain_and_unsupported(shop):
     text = shop.explain("SELECT * FROM orders WHERE day = DATE'2024-01-01'")
-    assert "orders @ version 1" in text and "of 4 files" in text
+    assert "orders @ version 1" in text and "1 of 3 files" in text
     text = shop.explain("INSERT INTO customers VALUES (9, 'z', 'x')")
     assert "blind append" in text
     text = shop.explain("INSERT INTO customers SELECT * FROM customers")

@@ -403,7 +403,8 @@ _EXPECTED = {
 
 def _race(session, name: str, table_props: str, mine: str, other: str, first: str):
     session.execute(f"CREATE TABLE {name} (id INT, v STRING) {table_props}")
-    session.execute(f"INSERT INTO {name} VALUES (1, 'a'), (2, 'b')")
+    for row in ("(1, 'a')", "(2, 'b')"):  # a file per row: the copy-on-write outcomes depend on it
+        session.execute(f"INSERT INTO {name} VALUES {row}")
     a = session.prepare(mine.format(t=name))
     b = session.prepare(other.format(t=name))
     first_p, second_p = (a, b) if first == "truncate" else (b, a)
