@@ -317,7 +317,8 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
                   metadata=None, changes_for: Optional[Callable] = None,
                   views: Optional["TempViews"] = None, changes_by_partition: Optional[Callable] = None,
                   deleted_rows: Optional[dict] = None, changed_only: bool = False,
-                  positions: Optional[dict] = None, row_ids: Optional[str] = None) -> ChangeSet:
+                  positions: Optional[dict] = None, row_ids: Optional[str] = None,
+                  inserted_at_most: Optional[int] = None) -> ChangeSet:
     """Write the files and build the actions for one DML statement.
 
     ``touched``: AddFile.path -> AddFile of every file with changed rows; ``changed_rows``:
@@ -350,6 +351,10 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
     ``row_ids``: with ``changed_only``, the materialised row-id column ``changes`` carries
     (``stable_row_ids``): the changed rows are written with it, so they keep their row ids, and
     the ChangeSet says so (``row_ids_kept``) unless a file had to be rewritten.
+    ``inserted_at_most``: an upper bound of the ``inserted`` rows (a MERGE's source rows). With
+    it (or no inserted rows), ``changed_rows`` and ``deleted_rows``, a statement that rewrites
+    no file knows how many rows it writes, and few of them are written by the driver
+    (``driver_write.write_counted_rows``).
     """
     from isolde.executor.writer import BackgroundWrite, remove_written, conform, write_files
 
@@ -493,12 +498,20 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
         df = parts[0]
         for other in parts[1:]:
             df = df.unionByName(other)
-        if dv_files and not rewrite and target.partition_columns:
-            # the updated rows come in the target's splits: each partition's new rows in one
-            # task, one new file per partition (not one per partition and split)
-            df = df.repartition(*[F.col(q(c)) for c in target.partition_columns])
-        written = write_files(ctx, df, target.path, metadata, data_change=True,
-                              hidden=(row_ids,) if out.row_ids_kept else ())
+        hidden = (row_ids,) if out.row_ids_kept else ()
+        written = None
+        counted = _rows_to_write(dv_files, rewrite, changed_rows, deleted_rows, inserted_at_most
+                                 if inserted is not None else 0)
+        if counted is not None:  # few enough, counted: computed by Spark, written on the driver
+            from isolde.executor.driver_write import write_counted_rows
+
+            written = write_counted_rows(ctx, df, target.path, metadata, True, hidden, rows_at_most=counted)
+        if written is None:
+            if dv_files and not rewrite and target.partition_columns:
+                # the updated rows come in the target's splits: each partition's new rows in one
+                # task, one new file per partition (not one per partition and split)
+                df = df.repartition(*[F.col(q(c)) for c in target.partition_columns])
+            written = write_files(ctx, df, target.path, metadata, data_change=True, hidden=hidden)
         if ident and inserted is not None:
             from isolde.executor.writer import identity_metadata_update
 
@@ -513,6 +526,15 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
         out.num_rewritten_files += 1
         out.num_copied_rows += max(_live_rows(target, add) - changed_rows.get(p, 0), 0)
     return out
+
+
+def _rows_to_write(dv_files: list, rewrite: list, changed_rows: dict, deleted_rows: Optional[dict],
+                   inserted: Optional[int]) -> Optional[int]:
+    """How many rows at most a write that rewrites no file writes: the updated rows of the files
+    that take a deletion vector (changed less deleted) and ``inserted``; None when not known."""
+    if rewrite or deleted_rows is None or inserted is None:
+        return None
+    return sum(max(changed_rows.get(p, 0) - deleted_rows.get(p, 0), 0) for p in dv_files) + inserted
 
 
 def _build_vectors(target: Target, touched: dict, dv_files: list, positions: dict, out: ChangeSet, now: int) -> None:

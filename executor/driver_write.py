@@ -16,7 +16,16 @@ folders (Spark's escaping), INT64 microsecond timestamps, decimals as INT32 / IN
 digits, 3-level lists (tests/spark/test_driver_write.py compares the two). Everything else
 takes Spark's writer: column mapping (physical names, field ids), IcebergCompat (partition
 values in the files), partition columns of other types than strings, integers, booleans and
-dates, and types Arrow does not carry back exactly (``few_rows.arrow_safe``)."""
+dates, and types Arrow does not carry back exactly (``few_rows.arrow_safe``).
+
+``write_counted_rows`` takes the same route for rows of any plan that the statement has
+counted before it writes them: a deletion-vector UPDATE's changed rows and a MERGE's changed
+and new rows (at most ``COUNTED_ROWS`` and, by their types' sizes, ``COUNTED_BYTES``). Spark
+computes them in one job into Arrow, with no shuffle to gather each partition's rows into one
+task and no write job. The 10M-row benchmark's UPDATE of 100k rows: write 0.42-0.74 ->
+0.21-0.28 s; its MERGE of 50k updated and 50k new rows: 0.65-0.83 -> 0.27-0.40 s
+(interleaved, one JVM). Those are bounded, already computed rows: the data work stays in
+Spark, and a statement that changes more rows writes them with Spark's writer."""
 
 from __future__ import annotations
 
@@ -30,6 +39,12 @@ from pyspark.sql import types as T
 from isolde.executor import schema as S
 
 DRIVER_WRITE_ROWS = 1000
+# rows a statement counted before writing them (``write_counted_rows``): at most this many,
+# and this many bytes in Arrow by their types' sizes
+COUNTED_ROWS = 262_144
+COUNTED_BYTES = 64 << 20
+# bytes a value of a variable-length type (strings, binary) is assumed to take, beside its offset
+_VARIABLE_BYTES = 32
 # partition column types whose folder value Python writes exactly as Spark's cast to STRING does
 _PARTITION_TYPES = (T.StringType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.BooleanType, T.DateType)
 
@@ -46,7 +61,12 @@ def _all_leaves_local(df: DataFrame) -> bool:
 
 
 def eligible(df: DataFrame, metadata, parts: list) -> bool:
-    """Can ``df``'s rows be written by pyarrow for this table (see the module docstring)?"""
+    """Can ``df``'s rows be written by pyarrow for this table, unseen (see the module docstring)?"""
+    return writable(df, metadata, parts) and _all_leaves_local(df)
+
+
+def writable(df: DataFrame, metadata, parts: list) -> bool:
+    """Does pyarrow write ``df``'s columns for this table as Spark's writer does?"""
     from isolde.executor.few_rows import arrow_safe
 
     if S.column_mapping_mode(metadata) != "none":
@@ -62,7 +82,29 @@ def eligible(df: DataFrame, metadata, parts: list) -> bool:
         f = fields.get(p.lower())
         if f is None or not isinstance(f.dataType, _PARTITION_TYPES) or isinstance(f.dataType, (T.CharType, T.VarcharType)):
             return False
-    return _all_leaves_local(df)
+    return True
+
+
+def arrow_bytes(dt) -> int:
+    """About how many bytes a value of this Spark type takes in Arrow (variable-length values
+    ``_VARIABLE_BYTES``, a list or map four elements)."""
+    if isinstance(dt, T.StructType):
+        return sum(arrow_bytes(f.dataType) for f in dt.fields) + 1
+    if isinstance(dt, T.ArrayType):
+        return 4 + 4 * arrow_bytes(dt.elementType)
+    if isinstance(dt, T.MapType):
+        return 4 + 4 * (arrow_bytes(dt.keyType) + arrow_bytes(dt.valueType))
+    if isinstance(dt, (T.StringType, T.BinaryType)):
+        return 8 + _VARIABLE_BYTES
+    if isinstance(dt, T.DecimalType):
+        return 16
+    if isinstance(dt, (T.BooleanType, T.ByteType)):
+        return 1
+    if isinstance(dt, T.ShortType):
+        return 2
+    if isinstance(dt, (T.IntegerType, T.FloatType, T.DateType)):
+        return 4
+    return 8
 
 
 def _partition_text(value) -> Optional[str]:
@@ -98,10 +140,67 @@ def write_local_rows(ctx, df: DataFrame, table_path: str, metadata, data_change:
     or None when ``df`` does not qualify (nothing written; the caller uses Spark's writer).
     ``hidden``: physical columns outside the schema (materialised row ids), written as they are
     and left out of the statistics, as Spark's route does."""
+    from isolde.executor.few_rows import rows_as_arrow
+    from isolde.executor.phases import phase
+    from isolde.executor.spark import without_adaptive
+
+    parts = S.partition_columns(metadata)
+    if not eligible(df, metadata, parts):
+        return None
+    with phase("write"):
+        table = rows_as_arrow(without_adaptive(_under_coalesce(df).limit(DRIVER_WRITE_ROWS + 1)))
+    if table.num_rows > DRIVER_WRITE_ROWS:
+        return None
+    return _write_table(df.sparkSession, table, table_path, metadata, data_change, hidden)
+
+
+def write_counted_rows(ctx, df: DataFrame, table_path: str, metadata, data_change: bool, hidden=(),
+                       *, rows_at_most: int):
+    """``write_files`` for rows the statement has counted (``rows_at_most`` is a true upper
+    bound): Spark computes them into Arrow (one job), pyarrow writes them. A ``WrittenFiles``,
+    or None when they are too many or too big for the driver, or the table's columns need Spark's
+    writer (nothing written; the caller uses Spark's writer)."""
+    from isolde.executor.few_rows import rows_as_arrow
+    from isolde.executor.phases import phase
+    from isolde.executor.spark import without_adaptive
+
+    parts = S.partition_columns(metadata)
+    row_bytes = sum(arrow_bytes(f.dataType) for f in df.schema.fields)
+    if rows_at_most > COUNTED_ROWS or rows_at_most * row_bytes > COUNTED_BYTES or \
+            not writable(df, metadata, parts):
+        return None
+    with phase("write"):
+        # a local relation of flat columns (a point statement's rows) needs no job at all
+        table = rows_as_arrow(without_adaptive(_under_coalesce(df))) if _all_leaves_local(df) else df.toArrow()
+    return _write_table(df.sparkSession, table, table_path, metadata, data_change, hidden)
+
+
+def _partition_groups(table, part_names: list) -> dict:
+    """Partition values (as the log holds them) -> the row indices of ``table`` in that
+    partition (None: every row, when the table is not partitioned)."""
     import pyarrow as pa
 
-    from isolde.executor.few_rows import rows_as_arrow
-    from isolde.executor.spark import without_adaptive
+    if not part_names:
+        return {(): None} if table.num_rows else {}
+    index = pa.array(range(table.num_rows), type=pa.int64())
+    grouped = table.select(part_names).append_column("__isolde_i", index) \
+        .group_by(part_names, use_threads=False).aggregate([("__isolde_i", "list")])
+    groups: dict = {}
+    columns = [grouped.column(n).to_pylist() for n in part_names]
+    lists = grouped.column("__isolde_i_list").combine_chunks()
+    for i in range(grouped.num_rows):
+        key = tuple(_partition_text(c[i]) for c in columns)
+        rows = lists[i].values
+        # (two values with one folder text cannot happen for these types; joined if they did)
+        groups[key] = pa.concat_arrays([groups[key], rows]) if key in groups else rows
+    return groups
+
+
+def _write_table(spark, table, table_path: str, metadata, data_change: bool, hidden):
+    """Write an Arrow table of the table's columns (then ``hidden``) as one new file per
+    partition (pyarrow encodes them in threads: it releases the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from isolde.executor.writer import _adopt_one, _staging, tag_iceberg_compat
     from isolde.executor.log.stats import file_stats_and_tags
     from isolde.executor.log.store import writing
@@ -110,40 +209,36 @@ def write_local_rows(ctx, df: DataFrame, table_path: str, metadata, data_change:
 
     table_path = os.path.abspath(table_path)
     parts = S.partition_columns(metadata)
-    if not eligible(df, metadata, parts):
-        return None
-    with phase("write"):
-        table = rows_as_arrow(without_adaptive(_under_coalesce(df).limit(DRIVER_WRITE_ROWS + 1)))
-    if table.num_rows > DRIVER_WRITE_ROWS:
-        return None
     by_lower = {name.lower(): name for name in table.column_names}
     part_names = [by_lower[p.lower()] for p in parts]
     data = table.drop_columns(part_names) if part_names else table
-    groups: dict = {}
-    if part_names:
-        keys = list(zip(*[[_partition_text(v) for v in table.column(n).to_pylist()] for n in part_names]))
-        for i, key in enumerate(keys):
-            groups.setdefault(key, []).append(i)
-    elif table.num_rows:
-        groups[()] = None
-    spark = df.sparkSession
+    groups = _partition_groups(table, part_names)
     with _staging(table_path) as (staging, result):
+        staged = []
+        for key, rows in groups.items():
+            pvalues = dict(zip(parts, key))
+            rel_dir = partition_dir(spark, parts, pvalues) if parts else ""
+            name = f"part-00000-{uuid.uuid4()}.c000.snappy.parquet"
+            staged.append((os.path.join(staging, rel_dir, name), rel_dir, name, pvalues, rows))
+
+        def write_one(item):
+            path, _, _, _, rows = item
+            with writing(path, what="a data file of this write",
+                         consequence="Nothing was committed: the table is unchanged."):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                _write_parquet(data if rows is None else data.take(rows), path)
+
+        def each(fn, items):
+            if len(items) < 2:
+                return [fn(item) for item in items]
+            with ThreadPoolExecutor(min(len(items), os.cpu_count() or 1)) as pool:
+                return list(pool.map(fn, items))
+
         with phase("write"):
-            staged = []
-            for key, rows in groups.items():
-                pvalues = dict(zip(parts, key))
-                rel_dir = partition_dir(spark, parts, pvalues) if parts else ""
-                name = f"part-00000-{uuid.uuid4()}.c000.snappy.parquet"
-                folder = os.path.join(staging, rel_dir)
-                path = os.path.join(folder, name)
-                with writing(path, what="a data file of this write",
-                             consequence="Nothing was committed: the table is unchanged."):
-                    os.makedirs(folder, exist_ok=True)
-                    _write_parquet(data if rows is None else data.take(pa.array(rows, type=pa.int64())), path)
-                staged.append((path, rel_dir, name, pvalues))
+            each(write_one, staged)
         with phase("stats"):
-            for path, rel_dir, name, pvalues in staged:
-                num, stats, tags = file_stats_and_tags(path, frozenset(hidden))
+            described = each(lambda item: file_stats_and_tags(item[0], frozenset(hidden)), staged)
+            for (path, rel_dir, name, pvalues, _), (num, stats, tags) in zip(staged, described):
                 _adopt_one(path, table_path, rel_dir, name, pvalues, num, stats, result, data_change, tags)
     return tag_iceberg_compat(result, metadata, table_path)
 

@@ -958,7 +958,8 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     change = dml.apply_changes(ctx, target, changes, touched, inserted, changed_rows=changed,
                                metadata=new_metadata, changes_for=changes_for, views=views,
                                changes_by_partition=changes_by_partition, deleted_rows=deleted,
-                               changed_only=single_pass, positions=positions, row_ids=kept_ids)
+                               changed_only=single_pass, positions=positions, row_ids=kept_ids,
+                               inserted_at_most=n_source)
     if single_pass and not update_idx:
         change.row_ids_kept = True  # rows only deleted (by vectors) or inserted: none took a new id
     if touched and cdf.enabled(new_metadata or target.metadata):

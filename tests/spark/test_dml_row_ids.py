@@ -12,6 +12,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+from urllib.parse import unquote
 
 import pyarrow.parquet as pq
 import pytest
@@ -35,7 +36,7 @@ def _live_rows(path: str) -> dict:
     key = next(S.physical_name(f) for f in S.metadata_schema(snap.metadata).fields if f.name == "id")
     out = {}
     for f in snap.all_files:
-        t = pq.read_table(os.path.join(path, f.path))
+        t = pq.read_table(os.path.join(path, unquote(f.path)))  # (the log's paths are URL-encoded)
         keys = t.column(key).to_pylist()
         ids = t.column(id_col).to_pylist() if id_col in t.column_names else [None] * t.num_rows
         versions = t.column(version_col).to_pylist() if version_col in t.column_names else [None] * t.num_rows

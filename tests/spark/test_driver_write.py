@@ -61,14 +61,13 @@ def _row(rng: random.Random, i: int) -> tuple:
 def routes(monkeypatch):
     """What each write took: True for pyarrow, False where it fell back to Spark's writer."""
     taken = []
-    write = driver_write.write_local_rows
+    for name in ("write_local_rows", "write_counted_rows"):
+        def record(*args, _write=getattr(driver_write, name), **kwargs):
+            written = _write(*args, **kwargs)
+            taken.append(written is not None)
+            return written
 
-    def record(*args, **kwargs):
-        written = write(*args, **kwargs)
-        taken.append(written is not None)
-        return written
-
-    monkeypatch.setattr(driver_write, "write_local_rows", record)
+        monkeypatch.setattr(driver_write, name, record)
     return taken
 
 
@@ -76,7 +75,7 @@ def _spark_writer():
     """A context in which every write takes Spark's writer."""
     off = pytest.MonkeyPatch.context()
     patch = off.__enter__()
-    patch.setattr(driver_write, "eligible", lambda *a, **k: False)
+    patch.setattr(driver_write, "writable", lambda *a, **k: False)
     return off
 
 
