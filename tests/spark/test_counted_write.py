@@ -47,7 +47,11 @@ def _routes(monkeypatch) -> list:
     write = driver_write.write_counted_rows
 
     def record(*args, **kwargs):
-        written = write(*args, **kwargs)
+        try:
+            written = write(*args, **kwargs)
+        except BaseException:
+            taken.append("error")
+            raise
         taken.append(written is not None)
         return written
 
@@ -153,3 +157,27 @@ def test_more_rows_than_the_driver_takes_go_to_sparks_writer(session, monkeypatc
     expected = {i: i * 0.5 * (-1) ** ((i % 3 == 1) + (i % 5 == 1)) for i in range(4000)}
     assert {r[0]: r[1] for r in session.sql("SELECT id, v FROM t").collect()} == expected
     assert delta_rows(table_path(session, "t"), columns=["id", "v"]) == sorted(expected.items())
+
+
+def test_a_violation_in_counted_rows_fails_as_with_sparks_writer(session, monkeypatch, table_path):
+    from isolde.errors import ConstraintViolationError
+
+    session.execute(f"CREATE TABLE c ({COLUMNS}) PARTITIONED BY (ps, pi) TBLPROPERTIES ({PROPS})")
+    session.execute("INSERT INTO c " + ROWS.format(lo=0, hi=4000))
+    session.execute("ALTER TABLE c ADD CONSTRAINT small CHECK (v < 5000)")
+    version = session.execute("DESCRIBE HISTORY c").first().version
+    routes = _routes(monkeypatch)
+    sql = "UPDATE c SET v = v * 10 WHERE id % 2 = 0"  # 2,000 rows, ids past 1,000 break the check
+    with pytest.raises(ConstraintViolationError) as on:
+        session.execute(sql)
+    off = _spark_writer()
+    try:
+        with pytest.raises(ConstraintViolationError) as spark_says:
+            session.execute(sql)
+    finally:
+        off.__exit__(None, None, None)
+    assert routes == ["error", False]  # the driver's route computed the rows and met the violation
+    assert str(on.value).split(":")[0] == str(spark_says.value).split(":")[0]
+    assert session.execute("DESCRIBE HISTORY c").first().version == version
+    assert session.sql("SELECT sum(v) FROM c").first()[0] == sum(i * 0.5 for i in range(4000))
+    assert not [p for p in os.listdir(table_path(session, "c")) if p.startswith(".isolde-staging")]
