@@ -170,8 +170,10 @@ def write_counted_rows(ctx, df: DataFrame, table_path: str, metadata, data_chang
             not writable(df, metadata, parts):
         return None
     with phase("write"):
-        # a local relation of flat columns (a point statement's rows) needs no job at all
-        table = rows_as_arrow(without_adaptive(_under_coalesce(df))) if _all_leaves_local(df) else df.toArrow()
+        # a few rows of a local relation (a point statement's) come as Rows with no job at all;
+        # more would cost more as Python objects than toArrow's job
+        few_local = rows_at_most <= DRIVER_WRITE_ROWS and _all_leaves_local(df)
+        table = rows_as_arrow(without_adaptive(_under_coalesce(df))) if few_local else df.toArrow()
     return _write_table(df.sparkSession, table, table_path, metadata, data_change, hidden)
 
 
