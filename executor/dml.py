@@ -318,7 +318,7 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
                   views: Optional["TempViews"] = None, changes_by_partition: Optional[Callable] = None,
                   deleted_rows: Optional[dict] = None, changed_only: bool = False,
                   positions: Optional[dict] = None, row_ids: Optional[str] = None,
-                  inserted_at_most: Optional[int] = None) -> ChangeSet:
+                  inserted_at_most: Optional[int] = None, rows_on_driver=None) -> ChangeSet:
     """Write the files and build the actions for one DML statement.
 
     ``touched``: AddFile.path -> AddFile of every file with changed rows; ``changed_rows``:
@@ -355,6 +355,10 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
     it (or no inserted rows), ``changed_rows`` and ``deleted_rows``, a statement that rewrites
     no file knows how many rows it writes, and few of them are written by the driver
     (``driver_write.write_counted_rows``).
+    ``rows_on_driver``: with ``changed_only``, the updated rows as they are written
+    (``conform_changed``, row ids last when ``row_ids``), already an Arrow table on the driver
+    (``bounded_rows``): written by pyarrow when no file is rewritten (with the ``inserted``
+    rows when they are counted and few, else those by Spark's writer), else ignored.
     """
     from isolde.executor.writer import BackgroundWrite, remove_written, conform, write_files
 
@@ -375,6 +379,7 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
     plain = _plain_struct(struct)
     config = S.configuration(metadata)
     parts: list[DataFrame] = []
+    driver_rows = None  # rows_on_driver, when they are what this write writes
     grouped: list = []  # (partition values, conformed rows) written without a partitionBy sort
     groups: dict = {}
     if changes_for is not None and changes is not None and rewrite and not dv_files and target.partition_columns \
@@ -461,21 +466,19 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
     elif changes is not None and (touched or inserted is None) and not (
             changed_only and deleted_rows is not None and sum(deleted_rows.values()) == sum(changed_rows.values())):
         # (the changed rows of a deletion-vector write that only deletes: no row to write)
-        sel = [S.column(c) for c in cols if c not in generated]
-        kept_struct = plain
-        if row_ids is not None and changed_only and not rewrite:
-            sel.append(S.column(row_ids))
-            kept_struct = T.StructType(plain.fields + [T.StructField(row_ids, T.LongType(), True)])
-            out.row_ids_kept = True
-        if not dv_files:
-            keep = changes.filter(F.col(ACTION_COL) != DELETE)
-        elif dv_files and not rewrite:
-            keep = changes.filter(F.col(ACTION_COL).isin(UPDATE, INSERT))
+        kept_ids = row_ids if row_ids is not None and changed_only and not rewrite else None
+        out.row_ids_kept = kept_ids is not None
+        if rows_on_driver is not None and changed_only and dv_files and not rewrite:
+            driver_rows = rows_on_driver
         else:
-            in_rewrite = F.col(FILE_COL).isin(rewrite)
-            keep = changes.filter(F.col(ACTION_COL).isin(UPDATE, INSERT) | (in_rewrite & (F.col(ACTION_COL) == KEEP)))
-        parts.append(conform(keep.select(*sel), kept_struct, by_name=True, table_name=target.name,
-                             configuration=config, identity=False))
+            if not dv_files:
+                keep = changes.filter(F.col(ACTION_COL) != DELETE)
+            elif dv_files and not rewrite:
+                keep = changes.filter(F.col(ACTION_COL).isin(UPDATE, INSERT))
+            else:
+                in_rewrite = F.col(FILE_COL).isin(rewrite)
+                keep = changes.filter(F.col(ACTION_COL).isin(UPDATE, INSERT) | (in_rewrite & (F.col(ACTION_COL) == KEEP)))
+            parts.append(conform_changed(target, metadata, keep, kept_ids))
     if inserted is not None:
         ins = inserted.select(*[S.column(c) for c in cols if c not in generated and c not in ident])
         ins = conform(ins, struct, by_name=True, table_name=target.name, configuration=config, identity=bool(ident))
@@ -490,14 +493,29 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
         with phase("dv"):
             _build_vectors(target, touched, dv_files, positions, out, now)
 
+    if driver_rows is not None:
+        from isolde.executor.driver_write import write_arrow_rows, write_counted_rows
+
+        hidden = (row_ids,) if out.row_ids_kept else ()
+        written = None
+        if parts and inserted_at_most is not None:  # the inserted rows: in the same files when few
+            written = write_counted_rows(ctx, _union(parts), target.path, metadata, True, hidden,
+                                         rows_at_most=inserted_at_most, with_rows=driver_rows)
+            if written is not None:
+                parts = []
+                if ident:
+                    from isolde.executor.writer import identity_metadata_update
+
+                    out.metadata_update = identity_metadata_update(metadata, written)
+        if written is None:
+            written = write_arrow_rows(ctx, driver_rows, target.path, metadata, True, hidden)
+        out.add_written(written)
     if grouped:
         from isolde.executor.writer import write_partition_groups
 
         out.add_written(write_partition_groups(ctx, grouped, target.path, metadata, data_change=True))
     if parts:
-        df = parts[0]
-        for other in parts[1:]:
-            df = df.unionByName(other)
+        df = _union(parts)
         hidden = (row_ids,) if out.row_ids_kept else ()
         written = None
         counted = _rows_to_write(dv_files, rewrite, changed_rows, deleted_rows, inserted_at_most
@@ -528,6 +546,13 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
     return out
 
 
+def _union(parts: list) -> DataFrame:
+    df = parts[0]
+    for other in parts[1:]:
+        df = df.unionByName(other)
+    return df
+
+
 def _rows_to_write(dv_files: list, rewrite: list, changed_rows: dict, deleted_rows: Optional[dict],
                    inserted: Optional[int]) -> Optional[int]:
     """How many rows at most a write that rewrites no file writes: the updated rows of the files
@@ -535,6 +560,24 @@ def _rows_to_write(dv_files: list, rewrite: list, changed_rows: dict, deleted_ro
     if rewrite or deleted_rows is None or inserted is None:
         return None
     return sum(max(changed_rows.get(p, 0) - deleted_rows.get(p, 0), 0) for p in dv_files) + inserted
+
+
+def conform_changed(target: Target, metadata, rows: DataFrame, row_ids: Optional[str] = None,
+                    passthrough: tuple = (), only_where=None) -> DataFrame:
+    """Changed rows (the table's columns and more) as they are written: the table's columns in
+    order, cast, generated columns recomputed, constraints checked, identity values kept; then
+    ``row_ids`` (their stable row ids) and the ``passthrough`` columns, unchanged.
+    ``only_where``: see ``writer.conform``."""
+    from isolde.executor.writer import conform
+
+    struct = S.metadata_schema(metadata)
+    names = [f.name for f in struct.fields if not S.is_generated(f)]
+    extra = [T.StructField(row_ids, T.LongType(), True)] if row_ids is not None else []
+    extra += [T.StructField(c, rows.schema[c].dataType, True) for c in passthrough]
+    names += [f.name for f in extra]
+    return conform(rows.select(*[S.column(c) for c in names]), T.StructType(_plain_struct(struct).fields + extra),
+                   by_name=True, table_name=target.name, configuration=S.configuration(metadata), identity=False,
+                   only_where=only_where)
 
 
 def _build_vectors(target: Target, touched: dict, dv_files: list, positions: dict, out: ChangeSet, now: int) -> None:
@@ -587,12 +630,12 @@ def changed_positions(changes: DataFrame, paths: Optional[list] = None) -> dict:
 
 def changed_positions_of(table) -> dict:
     """``changed_positions`` of changed rows already on the driver (an Arrow table, ``few_rows``)."""
+    import pyarrow.compute as pc
+
     from isolde.executor import row_bitmaps
 
-    rows = [r if a != KEEP else None
-            for r, a in zip(table.column(ROW_COL).to_pylist(), table.column(ACTION_COL).to_pylist())]
-    found = row_bitmaps.bitmaps_of_pairs([(f,) for f in table.column(FILE_COL).to_pylist()], rows)
-    return {key[0]: bm.rows for key, bm in found.items()}
+    changed = table.filter(pc.not_equal(table.column(ACTION_COL), KEEP))
+    return {key[0]: bm.rows for key, bm in row_bitmaps.bitmaps_of_table(changed, [FILE_COL], ROW_COL).items()}
 
 
 def _plain_struct(struct):
@@ -1128,6 +1171,7 @@ def run_update_delete(ctx, stmt, is_update: bool):
         if nondet:
             flagged = views.checkpoint(flagged)
         positions = None
+        rows_on_driver = None  # an UPDATE's changed rows, as written, in Arrow (bounded_rows)
         if dv_only:
             # the changed rows (positions and new values) are all the write needs. ONE job finds
             # them and brings their positions to the driver as per-file bitmaps built in Spark,
@@ -1141,10 +1185,20 @@ def run_update_delete(ctx, stmt, is_update: bool):
                 # a point UPDATE: its rows come to the driver in one job, no checkpoint (few_rows)
                 with phase("find"):
                     few = few_rows.collect_few(changed_rows)
+            elif is_update and not nondet:
+                # up to the rows the driver writes: computed as written, with their positions,
+                # in one job (bounded_rows)
+                from isolde.executor import bounded_rows
+
+                with phase("find"):
+                    found = bounded_rows.collect_changed(ctx, target, target.metadata, changed_rows, kept_ids, files)
+                if found is not None:
+                    positions = bounded_rows.positions_of(found)
+                    rows_on_driver = bounded_rows.written_part(found, kept_ids, target.metadata)
             if few is not None:
                 table, changed_rows = few
                 positions = changed_positions_of(table)
-            else:
+            elif rows_on_driver is None:
                 if is_update:
                     changed_rows = views.checkpoint(changed_rows, eager=False)
                 with phase("find"):
@@ -1191,7 +1245,8 @@ def run_update_delete(ctx, stmt, is_update: bool):
                                changes_for=None if nondet or moves else changes_in,
                                changes_by_partition=None if nondet or moves or subquery else changes_by_partition,
                                deleted_rows={} if is_update else changed, changed_only=dv_only,
-                               positions=positions, row_ids=kept_ids)
+                               positions=positions, row_ids=kept_ids,
+                               rows_on_driver=rows_on_driver)
         change.absorb(whole)
         if cdf.enabled(target.metadata):  # the changed rows (and those of files removed whole)
             rows = cdf.update_delete_rows(flagged.filter(c), struct, sel, is_update)

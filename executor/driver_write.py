@@ -67,6 +67,11 @@ def eligible(df: DataFrame, metadata, parts: list) -> bool:
 
 def writable(df: DataFrame, metadata, parts: list) -> bool:
     """Does pyarrow write ``df``'s columns for this table as Spark's writer does?"""
+    return writable_schema(df.schema, metadata, parts)
+
+
+def writable_schema(schema: T.StructType, metadata, parts: list) -> bool:
+    """``writable`` for rows of this Spark schema."""
     from isolde.executor.few_rows import arrow_safe
 
     if S.column_mapping_mode(metadata) != "none":
@@ -75,8 +80,8 @@ def writable(df: DataFrame, metadata, parts: list) -> bool:
     if any(k.lower().startswith("delta.enableicebergcompat") and str(v).strip().lower() == "true"
            for k, v in conf.items()):
         return False
-    fields = {f.name.lower(): f for f in df.schema.fields}
-    if len(fields) != len(df.schema.fields) or not all(arrow_safe(f.dataType) for f in df.schema.fields):
+    fields = {f.name.lower(): f for f in schema.fields}
+    if len(fields) != len(schema.fields) or not all(arrow_safe(f.dataType) for f in schema.fields):
         return False
     for p in parts:
         f = fields.get(p.lower())
@@ -155,17 +160,19 @@ def write_local_rows(ctx, df: DataFrame, table_path: str, metadata, data_change:
 
 
 def write_counted_rows(ctx, df: DataFrame, table_path: str, metadata, data_change: bool, hidden=(),
-                       *, rows_at_most: int):
+                       *, rows_at_most: int, with_rows=None):
     """``write_files`` for rows the statement has counted (``rows_at_most`` is a true upper
-    bound): Spark computes them into Arrow (one job), pyarrow writes them. A ``WrittenFiles``,
-    or None when they are too many or too big for the driver, or the table's columns need Spark's
-    writer (nothing written; the caller uses Spark's writer)."""
+    bound): Spark computes them into Arrow (one job), pyarrow writes them, after ``with_rows``
+    (an Arrow table of more rows with the same columns, already on the driver) when given. A
+    ``WrittenFiles``, or None when they are too many or too big for the driver, or the table's
+    columns need Spark's writer (nothing written; the caller uses Spark's writer)."""
     from isolde.executor.few_rows import rows_as_arrow
     from isolde.executor.phases import phase
     from isolde.executor.spark import without_adaptive
 
     parts = S.partition_columns(metadata)
     row_bytes = sum(arrow_bytes(f.dataType) for f in df.schema.fields)
+    rows_at_most += with_rows.num_rows if with_rows is not None else 0
     if rows_at_most > COUNTED_ROWS or rows_at_most * row_bytes > COUNTED_BYTES or \
             not writable(df, metadata, parts):
         return None
@@ -174,7 +181,17 @@ def write_counted_rows(ctx, df: DataFrame, table_path: str, metadata, data_chang
         # more would cost more as Python objects than toArrow's job
         few_local = rows_at_most <= DRIVER_WRITE_ROWS and _all_leaves_local(df)
         table = rows_as_arrow(without_adaptive(_under_coalesce(df))) if few_local else df.toArrow()
+    if with_rows is not None:
+        import pyarrow as pa
+
+        table = pa.concat_tables([with_rows, table.select(with_rows.column_names)], promote_options="permissive")
     return _write_table(df.sparkSession, table, table_path, metadata, data_change, hidden)
+
+
+def write_arrow_rows(ctx, table, table_path: str, metadata, data_change: bool, hidden=()):
+    """``write_files`` for rows Spark already computed into an Arrow table on the driver (the
+    table's columns in order, then ``hidden``; ``writable_schema`` held for their Spark types)."""
+    return _write_table(ctx.spark, table, table_path, metadata, data_change, hidden)
 
 
 def _partition_groups(table, part_names: list) -> dict:

@@ -66,6 +66,89 @@ def collect_few(df: DataFrame, limit: Optional[int] = None) -> Optional[tuple]:
     return table, local.coalesce(1)
 
 
+# a bounded collection stops its job with this error when a task yields more than its share
+_TOO_MANY = "isolde: more rows than this statement brings to the driver"
+_ROW_IN_TASK = (1 << 33) - 1  # monotonically_increasing_id's lower bits: the row's place in its task
+
+
+def collect_bounded(df: DataFrame, limit: int, tasks: int):
+    """``df``'s rows as an Arrow table when there are at most ``limit`` of them, in one Spark job
+    and without ``limit()``'s shuffle into one task: each of the job's ``tasks``
+    (``scan_tasks``) stops the job once it yields more than its share of ``limit``. So a
+    statement that finds many rows loses a fraction of one scan and takes its Spark route, and
+    the driver never holds more than ``limit`` rows. None then, or when a column's type does
+    not survive Arrow, or the rows are so unevenly spread that one task holds more than its
+    share. Any other error of the job (a constraint the rows violate) is raised."""
+    if not all(arrow_safe(f.dataType) for f in df.schema.fields):
+        return None
+    share = limit // max(tasks, 1)
+    guarded = _guarded(df, share)
+    # rows that come out of a shuffle (a subquery's join) come in its partitions' tasks: the
+    # share must hold for each of those (the plan is kept for the job: no second planning)
+    shuffled = shuffle_tasks(guarded._jdf.queryExecution().executedPlan().toString())
+    if shuffled > tasks:
+        share = limit // shuffled
+        guarded = _guarded(df, share)
+    if share < 1:
+        return None
+    try:
+        table = guarded.toArrow()
+    except Exception as e:  # noqa: BLE001 - only the guard's own stop is expected here
+        if _TOO_MANY in str(e):
+            return None
+        raise
+    return table if table.num_rows <= limit else None
+
+
+def _guarded(df: DataFrame, share: int) -> DataFrame:
+    """``df`` planned without adaptive execution, each task failing the job with ``_TOO_MANY``
+    once it yields more than ``share`` rows (``monotonically_increasing_id`` counts a task's rows
+    in its lower bits)."""
+    from pyspark.sql import functions as F
+
+    from isolde.executor.spark import without_adaptive
+
+    return without_adaptive(df.filter(F.expr(f"IF((monotonically_increasing_id() & {_ROW_IN_TASK}) >= {share}, "
+                                             f"raise_error('{_TOO_MANY}'), true)")))
+
+
+def shuffle_tasks(plan: str) -> int:
+    """The most partitions a shuffle of this physical plan (its tree string) writes: its output
+    comes in that many tasks. 0 without a shuffle (a broadcast is not one)."""
+    import re
+
+    most = 0
+    for line in plan.splitlines():
+        if re.search(r"(?<!Broadcast)Exchange (hashpartitioning|rangepartitioning|RoundRobinPartitioning)", line):
+            numbers = re.findall(r"(\d+)\)", line)
+            most = max([most] + [int(n) for n in numbers[-1:]])
+        elif re.search(r"(?<!Broadcast)Exchange SinglePartition", line):
+            most = max(most, 1)
+    return most
+
+
+def scan_tasks(spark, sizes: list) -> int:
+    """The tasks Spark reads files of these byte sizes with: each file cut into splits of
+    ``maxSplitBytes``, the splits packed largest first into tasks of at most that many bytes
+    (each file also costing ``openCostInBytes``), as Spark's FilePartition does."""
+    from isolde.executor.dml import _bytes_conf
+
+    conf = spark.conf
+    max_bytes = _bytes_conf(conf.get("spark.sql.files.maxPartitionBytes", "128m"))
+    open_cost = _bytes_conf(conf.get("spark.sql.files.openCostInBytes", "4m"))
+    cores = int(conf.get("spark.sql.files.minPartitionNum", None) or spark.sparkContext.defaultParallelism)
+    total = sum(size + open_cost for size in sizes)
+    split = max(1, min(max_bytes, max(open_cost, total // max(cores, 1))))
+    pieces = sorted((min(split, size - start) for size in sizes for start in range(0, max(size, 1), split)),
+                    reverse=True)
+    tasks, current = 0, 0
+    for piece in pieces:
+        if current and current + piece > split:
+            tasks, current = tasks + 1, 0
+        current += piece + open_cost
+    return tasks + (1 if current else 0)
+
+
 def small_scan(files) -> bool:
     """Do the files (AddFiles) hold at most SMALL_SCAN_ROWS rows by their statistics?"""
     total = 0

@@ -102,20 +102,26 @@ def bitmaps_from_arrow(table, keys: list) -> dict:
     return out
 
 
-def bitmaps_of_pairs(keys, positions) -> dict:
-    """``collect_bitmaps``' answer for rows already on the driver (``few_rows``): key tuple ->
-    ``RowBitmap`` of the non-NULL ``positions`` paired with it, in the same order."""
+def bitmaps_of_table(table, keys: list, position: str) -> dict:
+    """``collect_bitmaps``' answer for rows already on the driver (``few_rows``), an Arrow
+    table: key tuple -> ``RowBitmap`` of the non-NULL ``position`` values of the rows with that
+    key, grouped by Arrow, not row by row (a bounded collection brings tens of thousands)."""
+    import pyarrow.compute as pc
     from pyroaring import BitMap64
 
+    pairs = table.select(list(keys) + [position])
+    pairs = pairs.filter(pc.is_valid(pairs.column(position)))
+    if pairs.num_rows == 0:
+        return {}
+    grouped = pairs.group_by(list(keys), use_threads=False).aggregate([(position, "list")])
+    lists = grouped.column(f"{position}_list").combine_chunks()
+    key_columns = [grouped.column(k).to_pylist() for k in keys]
     out: dict = {}
-    for key, position in zip(keys, positions):
-        if position is None:
-            continue
-        found = out.get(key)
-        if found is None:
-            found = out[key] = RowBitmap(BitMap64(), 0)
-        found.rows.add(int(position))
-        found.pairs += 1
+    for i in range(grouped.num_rows):
+        values = lists[i].values.to_numpy(zero_copy_only=False).astype("uint64")
+        rows = BitMap64()
+        rows.update(values)
+        out[tuple(c[i] for c in key_columns)] = RowBitmap(rows, len(values))
     return out
 
 

@@ -135,8 +135,11 @@ def _values_text(cols: Sequence[str]):
 
 def conform(df: DataFrame, table_schema: T.StructType, *, columns: Sequence[str] = (), by_name: bool = False,
             table_name: str = "", configuration: Optional[dict] = None, identity: bool = True,
-            check: bool = True) -> DataFrame:
-    """``df`` reshaped to ``table_schema`` (see the module docstring)."""
+            check: bool = True, only_where=None) -> DataFrame:
+    """``df`` reshaped to ``table_schema`` (see the module docstring). ``only_where``: a
+    boolean Column over the result's columns; the rows it is not TRUE for are reshaped but
+    neither checked nor given generated values (a MERGE's deleted pairs, carried beside its
+    updated rows)."""
     configuration = configuration or {}
     where = f"`{table_name}`" if table_name else "the table"
     fields = list(table_schema.fields)
@@ -240,6 +243,8 @@ def conform(df: DataFrame, table_schema: T.StructType, *, columns: Sequence[str]
     for f in fields:
         if S.is_generated(f):
             gen = F.expr(f.metadata[S.GENERATION_EXPRESSION]).cast(f.dataType)
+            if only_where is not None:
+                gen = F.when(only_where, gen)
             if f.name in mapping:
                 ok = _col(f.name).eqNullSafe(gen)
                 checks.append((~ok, [F.lit(_violation(
@@ -270,6 +275,8 @@ def conform(df: DataFrame, table_schema: T.StructType, *, columns: Sequence[str]
                     _values_text(_expr_columns(sql, table_schema))))
     if checks:
         guard = None
+        if only_where is not None:
+            checks = [(only_where & cond, parts) for cond, parts in checks]
         for cond, parts in checks:
             parts = parts + [F.lit(_END)]
             err = F.raise_error(F.concat(*parts))

@@ -97,8 +97,8 @@ def test_no_rows_no_bitmaps():
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_bitmaps_of_pairs_agree_with_the_decoded_buffers(seed):
-    """``bitmaps_of_pairs`` (pairs already on the driver: few_rows) gives what Spark's buffers
+def test_bitmaps_of_table_agree_with_the_decoded_buffers(seed):
+    """``bitmaps_of_table`` (pairs already on the driver: few_rows) gives what Spark's buffers
     decode to for the same pairs, NULL positions left out as ``bitmap_rows`` does."""
     rng = random.Random(seed)
     table, want = _table(rng, rng.randint(1, 6))
@@ -109,4 +109,7 @@ def test_bitmaps_of_pairs_agree_with_the_decoded_buffers(seed):
         positions += named + [None]
     order = list(range(len(keys)))
     rng.shuffle(order)
-    _check(row_bitmaps.bitmaps_of_pairs([keys[i] for i in order], [positions[i] for i in order]), want)
+    pairs = pa.table({"k": [keys[i][0] for i in order], "f": pa.array([keys[i][1] for i in order], pa.string()),
+                      "cl": [keys[i][2] for i in order], "p": pa.array([positions[i] for i in order], pa.int64())})
+    _check(row_bitmaps.bitmaps_of_table(pairs, KEYS, "p"), want)
+    assert row_bitmaps.bitmaps_of_table(pairs.slice(0, 0), KEYS, "p") == {}

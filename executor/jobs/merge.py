@@ -39,13 +39,16 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Optional
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import sqlglot.expressions as exp
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.window import Window
 
 from isolde.errors import AnalysisError, ColumnNotFoundError, MergeCardinalityError, TableNotFoundError
-from isolde.executor import cdf, dml, few_rows, id_sets
+from isolde.executor import bounded_rows, cdf, dml, few_rows, id_sets
+from isolde.executor.driver_write import COUNTED_ROWS
 from isolde.executor import properties as P
 from isolde.executor import schema as S
 from isolde.executor.dml import ACTION_COL, DELETE, INSERT, KEEP, UPDATE, q
@@ -436,13 +439,16 @@ class _Pairs:
     @classmethod
     def of_table(cls, table) -> "_Pairs":
         """The same from pass 1's rows collected to the driver (``few_rows``)."""
+        import pyarrow as pa
+
         from isolde.executor import row_bitmaps
 
-        files, clauses = table.column(FILE_COL).to_pylist(), table.column(CLAUSE).to_pylist()
-        found = row_bitmaps.bitmaps_of_pairs([(0, f, cl) for f, cl in zip(files, clauses)],
-                                             table.column(ROW_COL).to_pylist())
-        found.update(row_bitmaps.bitmaps_of_pairs([(1, None, None)] * table.num_rows, table.column("sid").to_pylist()))
-        return cls(found)
+        n = table.num_rows
+        target = pa.table({"k": pa.array([0] * n, pa.int8()), "f": table.column(FILE_COL).cast(pa.string()),
+                           "cl": table.column(CLAUSE).cast(pa.int32()), "p": table.column(ROW_COL).cast(pa.int64())})
+        source = pa.table({"k": pa.array([1] * n, pa.int8()), "f": pa.nulls(n, pa.string()),
+                           "cl": pa.nulls(n, pa.int32()), "p": table.column("sid").cast(pa.int64())})
+        return cls(row_bitmaps.bitmaps_of_table(pa.concat_tables([target, source]), ["k", "f", "cl"], "p"))
 
     @staticmethod
     def _excess(clauses: dict, acting: bool) -> bool:
@@ -679,7 +685,8 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     moves = False  # some row changes partition: rows cannot be written per source partition
     matched_sids = None  # source row ids of the source rows that matched some target row
     pass2_source = None  # the source rows pass 2 needs (those that matched), when known
-    pass1_table = None  # pass 1's rows on the driver (Arrow), when few (few_rows)
+    pass1_table = None  # pass 1's rows on the driver (Arrow), when few (few_rows, bounded_rows)
+    updated_on_driver = None  # the updated rows as written (Arrow), when bounded_rows collected pass 1
     n_matched = 0
     if not files:
         # no file to read, yet ON, the clause conditions and the values are analysed, as Delta
@@ -739,6 +746,17 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                     few = few_rows.collect_few(pass1_rows)
                 if few is not None:
                     pass1_table, pass1_rows = few
+            elif matched and not by_source and n_source <= COUNTED_ROWS:
+                # up to the rows the driver writes: the pairs with the updated rows as they are
+                # written, in one job (bounded_rows); the write takes those rows from here
+                with phase("find"):
+                    pass1_table = bounded_rows.collect_changed(
+                        ctx, target, new_metadata or target.metadata, pass1_rows, kept_ids, files,
+                        passthrough=("sid", CLAUSE), only_where=F.col(CLAUSE).isin(update_idx or [-2]))
+                if pass1_table is not None:
+                    updated_on_driver = bounded_rows.written_part(
+                        pass1_table.filter(pc.is_in(pass1_table.column(CLAUSE), pa.array(update_idx or [-2], pa.int32()))),
+                        kept_ids, new_metadata or target.metadata)
             if pass1_table is None:
                 # (filled lazily by the job that brings the pairs to the driver, when one follows)
                 pass1_rows = views.checkpoint(pass1_rows, eager=not (matched or by_source))
@@ -945,6 +963,8 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                 # all over a local source); an upsert of 100k rows: one job and ~0.1 s less
                 src_rows = spark.sql(f"SELECT {sel} FROM {src_view} AS {sa} WHERE NOT ({matched})")
             else:
+                if updated_on_driver is not None:  # pass 1 is not materialised: the ids from the driver
+                    matched_sids = spark.createDataFrame(pa.table({"sid": pa.array(matched_sid_values, pa.int64())}))
                 ids = views.add(matched_sids, "matched")
                 ids_hint = "/*+ BROADCAST(m) */" if n_matched <= BROADCAST_ROWS else ""
                 src_rows = spark.sql(f"SELECT {ids_hint} {sel} FROM {src_view} AS {sa} "
@@ -959,7 +979,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                                metadata=new_metadata, changes_for=changes_for, views=views,
                                changes_by_partition=changes_by_partition, deleted_rows=deleted,
                                changed_only=single_pass, positions=positions, row_ids=kept_ids,
-                               inserted_at_most=n_source)
+                               inserted_at_most=n_source, rows_on_driver=updated_on_driver)
     if single_pass and not update_idx:
         change.row_ids_kept = True  # rows only deleted (by vectors) or inserted: none took a new id
     if touched and cdf.enabled(new_metadata or target.metadata):

@@ -43,8 +43,10 @@ STATEMENTS = [
 
 
 def _routes(monkeypatch) -> list:
+    """Each write of counted rows: True (by the driver), False (left to Spark's writer) or
+    "error"; "arrow" for rows already on the driver (bounded_rows)."""
     taken = []
-    write = driver_write.write_counted_rows
+    write, write_arrow = driver_write.write_counted_rows, driver_write.write_arrow_rows
 
     def record(*args, **kwargs):
         try:
@@ -55,8 +57,30 @@ def _routes(monkeypatch) -> list:
         taken.append(written is not None)
         return written
 
+    def record_arrow(*args, **kwargs):
+        taken.append("arrow")
+        return write_arrow(*args, **kwargs)
+
     monkeypatch.setattr(driver_write, "write_counted_rows", record)
+    monkeypatch.setattr(driver_write, "write_arrow_rows", record_arrow)
     return taken
+
+
+def _bounded_collections(monkeypatch) -> list:
+    """Route an UPDATE of these small files to ``bounded_rows`` (not the point route), and
+    record each bounded collection's rows (None: stopped, too many)."""
+    from isolde.executor import few_rows
+
+    monkeypatch.setattr(few_rows, "SMALL_SCAN_ROWS", 0)
+    bounded, collected = few_rows.collect_bounded, []
+
+    def record(*args, **kwargs):
+        got = bounded(*args, **kwargs)
+        collected.append(None if got is None else got.num_rows)
+        return got
+
+    monkeypatch.setattr(few_rows, "collect_bounded", record)
+    return collected
 
 
 def _run_both(session, monkeypatch, table_path) -> tuple:
@@ -111,10 +135,21 @@ def _comparable(m: dict) -> dict:
     return {k: v for k, v in m.items() if not k.endswith("TimeMs") and "Bytes" not in k}
 
 
-def test_wide_dml_writes_counted_rows_as_sparks_writer_does(session, monkeypatch, table_path, delta_rows):
+@pytest.mark.parametrize("find", ["checkpoint", "bounded"])
+def test_wide_dml_writes_counted_rows_as_sparks_writer_does(session, monkeypatch, table_path, delta_rows, find):
+    # the UPDATE's and MERGE's rows: materialised by a checkpoint (these files hold few rows: the
+    # UPDATE's point route finds more than 1,000 and falls back), or computed as written in one
+    # job (bounded_rows: the MERGE's 1,201 pairs of 2,000 source rows)
+    if find == "checkpoint":
+        from isolde.executor import bounded_rows
+
+        monkeypatch.setattr(bounded_rows, "collect_changed", lambda *a, **k: None)
+    collected = _bounded_collections(monkeypatch) if find == "bounded" else []
     routes, metrics, initial = _run_both(session, monkeypatch, table_path)
-    # UPDATE and MERGE by the driver (the DELETE writes no row); Spark's writer for spk
-    assert routes == [True, False, True, False]
+    assert collected == ([] if find == "checkpoint" else [1333, 1201])
+    # UPDATE and MERGE by the driver (the DELETE writes no row; the MERGE's new rows join its
+    # updated rows on the driver); Spark's writer for spk
+    assert routes == [True if find == "checkpoint" else "arrow", False, True, False]
     drv_path, spk_path = table_path(session, "drv"), table_path(session, "spk")
     assert _rows(session, "drv") == _rows(session, "spk")
     assert sorted(r[0] for r in _rows(session, "drv")) == _expected_ids()
@@ -159,9 +194,11 @@ def test_more_rows_than_the_driver_takes_go_to_sparks_writer(session, monkeypatc
     assert delta_rows(table_path(session, "t"), columns=["id", "v"]) == sorted(expected.items())
 
 
-def test_a_violation_in_counted_rows_fails_as_with_sparks_writer(session, monkeypatch, table_path):
+@pytest.mark.parametrize("find", ["checkpoint", "bounded"])
+def test_a_violation_in_counted_rows_fails_as_with_sparks_writer(session, monkeypatch, table_path, find):
     from isolde.errors import ConstraintViolationError
 
+    collected = _bounded_collections(monkeypatch) if find == "bounded" else []
     session.execute(f"CREATE TABLE c ({COLUMNS}) PARTITIONED BY (ps, pi) TBLPROPERTIES ({PROPS})")
     session.execute("INSERT INTO c " + ROWS.format(lo=0, hi=4000))
     session.execute("ALTER TABLE c ADD CONSTRAINT small CHECK (v < 5000)")
@@ -176,7 +213,10 @@ def test_a_violation_in_counted_rows_fails_as_with_sparks_writer(session, monkey
             session.execute(sql)
     finally:
         off.__exit__(None, None, None)
-    assert routes == ["error", False]  # the driver's route computed the rows and met the violation
+    if find == "checkpoint":  # the driver's route computed the rows and met the violation
+        assert routes == ["error", False]
+    else:  # the bounded collection computed the rows as written and met it: nothing to write
+        assert routes == [False] and collected == []
     assert str(on.value).split(":")[0] == str(spark_says.value).split(":")[0]
     assert session.execute("DESCRIBE HISTORY c").first().version == version
     assert session.sql("SELECT sum(v) FROM c").first()[0] == sum(i * 0.5 for i in range(4000))

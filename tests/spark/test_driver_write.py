@@ -75,7 +75,7 @@ def _spark_writer():
     """A context in which every write takes Spark's writer."""
     off = pytest.MonkeyPatch.context()
     patch = off.__enter__()
-    patch.setattr(driver_write, "writable", lambda *a, **k: False)
+    patch.setattr(driver_write, "writable_schema", lambda *a, **k: False)
     return off
 
 

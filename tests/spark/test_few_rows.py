@@ -5,8 +5,11 @@ to the driver in one job (at most ``FEW_ROWS``) instead of checkpointing them an
 deletion vectors' bitmaps in a second job; the write reads them back as a local relation. The
 tables they leave must be the ones the Spark route leaves: each case runs the same statement on
 two copies of a table, one with the driver route and one with it switched off, and compares
-rows (read by isolde and by delta-rs), metrics and deletion vectors. Non-unique keys, types
-that do not survive Arrow, and more rows than ``FEW_ROWS`` must fall back to the Spark route.
+rows (read by isolde and by delta-rs), metrics and deletion vectors. The copy without the
+driver route takes, in turn, the Spark route (checkpoint, bitmaps built in Spark) and the
+bounded one (``bounded_rows``: the changed rows computed as written in one job), so the three
+routes are checked against each other. Non-unique keys, types that do not survive Arrow, and
+more rows than ``FEW_ROWS`` must fall back to the Spark route.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import random
 import pytest
 
 from isolde.errors import MergeCardinalityError
-from isolde.executor import few_rows
+from isolde.executor import bounded_rows, few_rows
 
 pytestmark = pytest.mark.spark
 
@@ -89,16 +92,33 @@ def routes(monkeypatch):
     return taken
 
 
-def _both(session, table_path, sql_for) -> tuple:
-    """``sql_for(name)`` on ``few`` (driver route on) and on ``wide`` (off): their results, and
-    each table's files before and after."""
+@pytest.fixture(params=["spark", "bounded"])
+def reference(request):
+    """The route ``wide`` takes: Spark's (a checkpoint, bitmaps built in Spark), or the changed
+    rows computed as written in one job (``bounded_rows``)."""
+    return request.param
+
+
+def _both(session, table_path, sql_for, reference: str = "spark") -> tuple:
+    """``sql_for(name)`` on ``few`` (driver route on) and on ``wide`` (off: the ``reference``
+    route): their results, and each table's files before and after."""
     few_before = _files(session, table_path, "few")
     first = session.execute(sql_for("few"))
     wide_before = _files(session, table_path, "wide")
+    collected = []
+    collect = bounded_rows.collect_changed
+
+    def record(*args, **kwargs):
+        found = collect(*args, **kwargs)
+        collected.append(found is not None)
+        return found
+
     with pytest.MonkeyPatch.context() as off:
         off.setattr(few_rows, "FEW_ROWS", -1)
         off.setattr(few_rows, "SMALL_SCAN_ROWS", -1)
+        off.setattr(bounded_rows, "collect_changed", record if reference == "bounded" else lambda *a, **k: None)
         second = session.execute(sql_for("wide"))
+    assert collected == ([True] if reference == "bounded" else [])
     return (first, _vectors(few_before, _files(session, table_path, "few"))), \
         (second, _vectors(wide_before, _files(session, table_path, "wide")))
 
@@ -124,7 +144,7 @@ MERGES = [
 
 @pytest.mark.parametrize("seed", range(8))
 def test_a_small_merge_leaves_the_table_the_spark_route_leaves(session, spark, routes, seed,
-                                                                table_path, delta_rows):
+                                                                table_path, delta_rows, reference):
     rng = random.Random(seed)
     _tables(session, spark, rng, list(range(300)))
     source = [_row(rng, i) for i in rng.sample(range(450), rng.randrange(1, 40))]
@@ -137,13 +157,14 @@ def test_a_small_merge_leaves_the_table_the_spark_route_leaves(session, spark, r
         session.execute("INSERT INTO src_t SELECT * FROM src_in")
     src = "src" if local else "src_t"
     clauses = MERGES[seed % len(MERGES)]
-    first, second = _both(session, table_path, lambda name: f"MERGE INTO {name} t USING {src} s ON t.id = s.id {clauses}")
+    first, second = _both(session, table_path, lambda name: f"MERGE INTO {name} t USING {src} s ON t.id = s.id {clauses}",
+                          reference)
     assert routes == [True], routes
     _same_tables(session, table_path, delta_rows, first, second)
 
 
 def test_a_small_update_leaves_the_table_the_spark_route_leaves(session, spark, routes, table_path,
-                                                                 delta_rows):
+                                                                 delta_rows, reference):
     for where in ("id = 17", "id IN (3, 300, 599) OR s = 's9'", "id % 50 = 7 AND v IS NOT NULL", "id < 0"):
         # fresh tables each time: the two routes may split the rows they write into files differently
         session.execute("DROP TABLE IF EXISTS few")
@@ -151,12 +172,13 @@ def test_a_small_update_leaves_the_table_the_spark_route_leaves(session, spark, 
         _tables(session, spark, random.Random(11), list(range(600)))
         first, second = _both(session, table_path, lambda name: f"UPDATE {name} SET v = coalesce(v, 0) + 1, "
                                                     f"st = named_struct('a', st.a + 1, 'b', 'u'), "
-                                                    f"dec = dec * 2 WHERE {where}")
+                                                    f"dec = dec * 2 WHERE {where}", reference)
         _same_tables(session, table_path, delta_rows, first, second)
     assert routes == [True] * 4, routes
 
 
-def test_a_partitioned_table_and_rows_that_change_partition(session, spark, routes, table_path, delta_rows):
+def test_a_partitioned_table_and_rows_that_change_partition(session, spark, routes, table_path, delta_rows,
+                                                             reference):
     """Updated rows that move to another partition and inserts into new partitions: each
     partition's rows in its own file, as the Spark route writes them."""
     for name in ("few", "wide"):
@@ -165,10 +187,12 @@ def test_a_partitioned_table_and_rows_that_change_partition(session, spark, rout
         session.execute(f"INSERT INTO {name} SELECT id, concat('p', id % 4), id * 0.5 FROM range(400)")
     source = "SELECT * FROM VALUES (3, 'p0', 1.0), (8, 'p9', 2.0), (13, 'p1', 3.0), (1000, 'p7', 4.0) AS s(id, p, v)"
     first, second = _both(session, table_path, lambda name: f"MERGE INTO {name} t USING ({source}) s ON t.id = s.id "
-                                                           "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+                                                           "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *",
+                                          reference)
     assert routes == [True]
     _same_tables(session, table_path, delta_rows, first, second)
-    first, second = _both(session, table_path, lambda name: f"UPDATE {name} SET p = 'p5', v = -v WHERE id IN (5, 6)")
+    first, second = _both(session, table_path, lambda name: f"UPDATE {name} SET p = 'p5', v = -v WHERE id IN (5, 6)",
+                          reference)
     assert routes == [True, True]
     _same_tables(session, table_path, delta_rows, first, second)
     assert sorted(r.p for r in session.sql("SELECT p FROM few WHERE id IN (3, 5, 6, 8, 13, 1000)").collect()) == \
