@@ -1,4 +1,5 @@
-"""An UPDATE's or MERGE's changed rows, as they are written, on the driver in one Spark job.
+"""An UPDATE's or MERGE's changed rows, as they are written, on the driver in one Spark job
+(a DELETE's positions alone: ``collect_positions``).
 
 A deletion-vector UPDATE of 1% of a 10M-row table took three passes over its changed rows: a
 lazy checkpoint, filled by the job that built the deletion vectors in Spark (a bitmap
@@ -47,6 +48,21 @@ def collect_changed(ctx, target, metadata, rows: DataFrame, row_ids: Optional[st
         return None
     limit = min(COUNTED_ROWS, COUNTED_BYTES // max(sum(arrow_bytes(f.dataType) for f in rows.schema.fields), 1))
     return few_rows.collect_bounded(rows, limit, few_rows.scan_tasks(ctx.spark, [a.size or 0 for a in files]))
+
+
+def collect_positions(ctx, rows: DataFrame, files) -> Optional[dict]:
+    """A DELETE's positions (``rows``: its deleted rows over the candidate ``files``, with
+    ``_isolde_file`` and ``_isolde_row``) as AddFile path -> ``BitMap64``, from at most
+    ``COUNTED_ROWS`` (file, row) pairs brought to the driver by one job with no shuffle; None
+    when there are more (the caller builds its bitmaps in Spark, ``row_bitmaps``). Spark's
+    bitmap aggregate needs a second stage behind a shuffle: a DELETE of 0.1% of a 10M-row
+    table took 0.83 s that way, 0.67 s this way (medians of six interleaved pairs)."""
+    from isolde.executor import few_rows
+    from isolde.executor.driver_write import COUNTED_ROWS
+
+    pairs = rows.select(FILE_COL, ROW_COL)
+    table = few_rows.collect_bounded(pairs, COUNTED_ROWS, few_rows.scan_tasks(ctx.spark, [a.size or 0 for a in files]))
+    return None if table is None else positions_of(table)
 
 
 def positions_of(table) -> dict:

@@ -1174,9 +1174,10 @@ def run_update_delete(ctx, stmt, is_update: bool):
         rows_on_driver = None  # an UPDATE's changed rows, as written, in Arrow (bounded_rows)
         if dv_only:
             # the changed rows (positions and new values) are all the write needs. ONE job finds
-            # them and brings their positions to the driver as per-file bitmaps built in Spark,
-            # which also count them (no count job); an UPDATE's rows are kept (a lazy
-            # checkpoint, filled by that job) for its write, a DELETE writes no row (its change
+            # them: few enough, they (a DELETE: their positions) come to the driver, which groups
+            # the positions by file; more, their positions come as per-file bitmaps built in
+            # Spark, which also count them (no count job), and an UPDATE's rows are kept (a lazy
+            # checkpoint, filled by that job) for its write. A DELETE writes no row (its change
             # feed re-reads ``flagged``)
             changed_rows = changes_over(flagged.filter(c),
                                         [stable_row_id(files, kept_ids)] if kept_ids is not None else ())
@@ -1195,10 +1196,17 @@ def run_update_delete(ctx, stmt, is_update: bool):
                 if found is not None:
                     positions = bounded_rows.positions_of(found)
                     rows_on_driver = bounded_rows.written_part(found, kept_ids, target.metadata)
+            elif not nondet:
+                # a DELETE's positions, grouped on the driver when they are few enough (one
+                # job, no shuffle: bounded_rows), else by Spark's bitmap aggregate below
+                from isolde.executor import bounded_rows
+
+                with phase("find"):
+                    positions = bounded_rows.collect_positions(ctx, changed_rows, files)
             if few is not None:
                 table, changed_rows = few
                 positions = changed_positions_of(table)
-            elif rows_on_driver is None:
+            elif positions is None:
                 if is_update:
                     changed_rows = views.checkpoint(changed_rows, eager=False)
                 with phase("find"):

@@ -45,13 +45,19 @@ def _rows(session) -> dict:
 
 def _find_plans(monkeypatch) -> list:
     """The DataFrames the find pass hands to its bitmap job, those it checkpoints, and those it
-    collects to the driver when few (a point UPDATE, a small MERGE: few_rows)."""
+    collects to the driver when few (a point UPDATE, a small MERGE, a DELETE's positions:
+    few_rows)."""
     seen = []
     positions, checkpoint, collect = dml.changed_positions, dml.TempViews.checkpoint, few_rows.collect_few
+    bounded = few_rows.collect_bounded
 
     def record_collect(df, *args, **kwargs):
         seen.append(df)
         return collect(df, *args, **kwargs)
+
+    def record_bounded(df, *args, **kwargs):
+        seen.append(df)
+        return bounded(df, *args, **kwargs)
 
     def record_positions(changes, paths=None):
         seen.append(changes)
@@ -64,6 +70,7 @@ def _find_plans(monkeypatch) -> list:
     monkeypatch.setattr(dml, "changed_positions", record_positions)
     monkeypatch.setattr(dml.TempViews, "checkpoint", record_checkpoint)
     monkeypatch.setattr(few_rows, "collect_few", record_collect)
+    monkeypatch.setattr(few_rows, "collect_bounded", record_bounded)
     return seen
 
 
