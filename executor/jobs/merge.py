@@ -439,8 +439,6 @@ class _Pairs:
     @classmethod
     def of_table(cls, table) -> "_Pairs":
         """The same from pass 1's rows collected to the driver (``few_rows``)."""
-        import pyarrow as pa
-
         from isolde.executor import row_bitmaps
 
         n = table.num_rows
