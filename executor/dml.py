@@ -1182,20 +1182,23 @@ def run_update_delete(ctx, stmt, is_update: bool):
             changed_rows = changes_over(flagged.filter(c),
                                         [stable_row_id(files, kept_ids)] if kept_ids is not None else ())
             few = None
-            if is_update and not nondet and few_rows.small_scan(files):
-                # a point UPDATE: its rows come to the driver in one job, no checkpoint (few_rows)
-                with phase("find"):
-                    few = few_rows.collect_few(changed_rows)
-            elif is_update and not nondet:
-                # up to the rows the driver writes: computed as written, with their positions,
-                # in one job (bounded_rows)
+            if is_update and not nondet:
                 from isolde.executor import bounded_rows
 
-                with phase("find"):
-                    found = bounded_rows.collect_changed(ctx, target, target.metadata, changed_rows, kept_ids, files)
-                if found is not None:
-                    positions = bounded_rows.positions_of(found)
-                    rows_on_driver = bounded_rows.written_part(found, kept_ids, target.metadata)
+                if few_rows.small_scan(files):
+                    # a point UPDATE: its rows come to the driver in one job, no checkpoint (few_rows)
+                    with phase("find"):
+                        few = few_rows.collect_few(changed_rows)
+                if few is None:
+                    # up to the rows the driver writes (a point attempt over small files that
+                    # found more too: a second scan of at most SMALL_SCAN_ROWS rows): computed
+                    # as written, with their positions, in one job (bounded_rows)
+                    with phase("find"):
+                        found = bounded_rows.collect_changed(ctx, target, target.metadata, changed_rows, kept_ids,
+                                                             files)
+                    if found is not None:
+                        positions = bounded_rows.positions_of(found)
+                        rows_on_driver = bounded_rows.written_part(found, kept_ids, target.metadata)
             elif not nondet:
                 # a DELETE's positions, grouped on the driver when they are few enough (one
                 # job, no shuffle: bounded_rows), else by Spark's bitmap aggregate below

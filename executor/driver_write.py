@@ -25,7 +25,10 @@ computes them in one job into Arrow, with no shuffle to gather each partition's 
 task and no write job. The 10M-row benchmark's UPDATE of 100k rows: write 0.42-0.74 ->
 0.21-0.28 s; its MERGE of 50k updated and 50k new rows: 0.65-0.83 -> 0.27-0.40 s
 (interleaved, one JVM). Those are bounded, already computed rows: the data work stays in
-Spark, and a statement that changes more rows writes them with Spark's writer."""
+Spark, and a statement that changes more rows writes them with Spark's writer. The bound was
+262,144 rows and 64 MB until the 50M-row benchmark's UPDATE of 500k rows (~72 MB in Arrow)
+passed it: Spark's route (a stopped bounded job, a checkpoint, bitmaps and a write behind
+shuffles) took 6.95-9.23 s, the bounded one 5.83-5.93 s (three interleaved pairs)."""
 
 from __future__ import annotations
 
@@ -41,8 +44,8 @@ from isolde.executor import schema as S
 DRIVER_WRITE_ROWS = 1000
 # rows a statement counted before writing them (``write_counted_rows``): at most this many,
 # and this many bytes in Arrow by their types' sizes
-COUNTED_ROWS = 262_144
-COUNTED_BYTES = 64 << 20
+COUNTED_ROWS = 1 << 20
+COUNTED_BYTES = 128 << 20
 # bytes a value of a variable-length type (strings, binary) is assumed to take, beside its offset
 _VARIABLE_BYTES = 32
 # partition column types whose folder value Python writes exactly as Spark's cast to STRING does

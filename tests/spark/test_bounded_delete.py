@@ -1,6 +1,6 @@
 """A deletion-vector DELETE's positions grouped on the driver (bounded_rows.collect_positions).
 
-A DELETE that finds at most ``driver_write.COUNTED_ROWS`` rows brings their (file, row) pairs to
+A DELETE that finds at most ``bounded_rows.POSITION_ROWS`` rows brings their (file, row) pairs to
 the driver in one job with no shuffle and groups them by file there; one that finds more builds
 its bitmaps in Spark (``row_bitmaps``). Every bounded collection here is checked against Spark's
 bitmap aggregate over the same rows, and the table against the expected rows, read by isolde and
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from isolde.executor import bounded_rows, dml, driver_write
+from isolde.executor import bounded_rows, dml
 
 pytestmark = pytest.mark.spark
 
@@ -77,7 +77,7 @@ def test_deletes_group_their_positions_on_the_driver(session, monkeypatch, table
 
 def test_a_delete_past_the_bound_builds_its_bitmaps_in_spark(session, monkeypatch, table_path, delta_rows):
     want = _table(session)
-    monkeypatch.setattr(driver_write, "COUNTED_ROWS", 500)
+    monkeypatch.setattr(bounded_rows, "POSITION_ROWS", 500)
     taken = _checked_positions(monkeypatch)
     built_in_spark = []
     positions = dml.changed_positions

@@ -14,6 +14,7 @@ import json
 import os
 
 import pytest
+from pyspark.sql import types as T
 
 from isolde.executor import driver_write
 from test_dml_row_ids import _live_rows
@@ -137,9 +138,9 @@ def _comparable(m: dict) -> dict:
 
 @pytest.mark.parametrize("find", ["checkpoint", "bounded"])
 def test_wide_dml_writes_counted_rows_as_sparks_writer_does(session, monkeypatch, table_path, delta_rows, find):
-    # the UPDATE's and MERGE's rows: materialised by a checkpoint (these files hold few rows: the
-    # UPDATE's point route finds more than 1,000 and falls back), or computed as written in one
-    # job (bounded_rows: the MERGE's 1,201 pairs of 2,000 source rows)
+    # the UPDATE's and MERGE's rows: materialised by a checkpoint (the bounded route switched
+    # off), or computed as written in one job (bounded_rows: the UPDATE's 1,333 rows, the
+    # MERGE's 1,201 pairs of 2,000 source rows)
     if find == "checkpoint":
         from isolde.executor import bounded_rows
 
@@ -195,10 +196,81 @@ def test_more_rows_than_the_driver_takes_go_to_sparks_writer(session, monkeypatc
     assert delta_rows(table_path(session, "t"), columns=["id", "v"]) == sorted(expected.items())
 
 
+def test_an_update_of_small_files_past_the_point_route_takes_the_bounded_one(session, monkeypatch, table_path,
+                                                                              delta_rows):
+    from isolde.executor import bounded_rows, few_rows
+
+    session.execute(f"CREATE TABLE t ({COLUMNS}) PARTITIONED BY (ps, pi) TBLPROPERTIES ({PROPS})")
+    session.execute("INSERT INTO t " + ROWS.format(lo=0, hi=4000))
+    calls = []
+    few, changed = few_rows.collect_few, bounded_rows.collect_changed
+
+    def record_few(*args, **kwargs):
+        got = few(*args, **kwargs)
+        calls.append(("point", got is not None))
+        return got
+
+    def record_changed(*args, **kwargs):
+        got = changed(*args, **kwargs)
+        calls.append(("bounded", None if got is None else got.num_rows))
+        return got
+
+    monkeypatch.setattr(few_rows, "collect_few", record_few)
+    monkeypatch.setattr(bounded_rows, "collect_changed", record_changed)
+    routes = _routes(monkeypatch)
+    # 1,333 rows of 4,000 (small files): more than the point route's 1,000, so it gives up and
+    # the bounded route computes them as written, pyarrow writes them (no checkpoint)
+    assert session.execute("UPDATE t SET v = -v WHERE id % 3 = 1").metrics["numUpdatedRows"] == 1333
+    assert calls == [("point", False), ("bounded", 1333)] and routes == ["arrow"]
+    expected = {i: i * 0.5 * (-1 if i % 3 == 1 else 1) for i in range(4000)}
+    assert {r[0]: r[1] for r in session.sql("SELECT id, v FROM t").collect()} == expected
+    assert delta_rows(table_path(session, "t"), columns=["id", "v"]) == sorted(expected.items())
+
+
+def test_the_bound_counts_each_rows_file_path_at_its_length(session, monkeypatch, table_path, delta_rows):
+    """The bounded route's rows each carry their file's AddFile path (here ~70 bytes: two
+    partition folders): its byte bound counts the longest path in full, not a string's guess."""
+    from deltalake import DeltaTable
+
+    from isolde.executor import few_rows
+    from isolde.executor.scan import FILE_COL
+
+    session.execute(f"CREATE TABLE t ({COLUMNS}) PARTITIONED BY (ps, pi) TBLPROPERTIES ({PROPS})")
+    session.execute("INSERT INTO t " + ROWS.format(lo=0, hi=4000))
+    paths = DeltaTable(table_path(session, "t")).get_add_actions(flatten=True).column("path").to_pylist()
+    longest = max(len(p.encode()) for p in paths)
+    assert longest > driver_write.arrow_bytes(T.StringType())  # longer than a string's guess
+    monkeypatch.setattr(few_rows, "SMALL_SCAN_ROWS", 0)
+    bounded, limits = few_rows.collect_bounded, []
+
+    def record(df, limit, tasks):
+        others = sum(driver_write.arrow_bytes(f.dataType) for f in df.schema.fields if f.name != FILE_COL)
+        guessed = driver_write.COUNTED_BYTES // (driver_write.arrow_bytes(T.StringType()) + others)
+        limits.append((limit, driver_write.COUNTED_BYTES // (4 + longest + others), guessed))
+        return bounded(df, limit, tasks)
+
+    monkeypatch.setattr(few_rows, "collect_bounded", record)
+    # 4,000 rows of ~190 bytes with their paths: past a bound of 680 KB
+    monkeypatch.setattr(driver_write, "COUNTED_BYTES", 4000 * 170)
+    routes = _routes(monkeypatch)
+    assert session.execute("UPDATE t SET v = -v").metrics["numUpdatedRows"] == 4000
+    # the path guessed at a string's size, all 4,000 rows would have been taken
+    assert len(limits) == 1 and limits[0][0] == limits[0][1] < 4000 <= limits[0][2]
+    # stopped; the rows then written (no path among their columns: within the bound) by the driver
+    assert routes == [True]
+    expected = {i: -i * 0.5 for i in range(4000)}
+    assert {r[0]: r[1] for r in session.sql("SELECT id, v FROM t").collect()} == expected
+    assert delta_rows(table_path(session, "t"), columns=["id", "v"]) == sorted(expected.items())
+
+
 @pytest.mark.parametrize("find", ["checkpoint", "bounded"])
 def test_a_violation_in_counted_rows_fails_as_with_sparks_writer(session, monkeypatch, table_path, find):
     from isolde.errors import ConstraintViolationError
 
+    if find == "checkpoint":
+        from isolde.executor import bounded_rows
+
+        monkeypatch.setattr(bounded_rows, "collect_changed", lambda *a, **k: None)
     collected = _bounded_collections(monkeypatch) if find == "bounded" else []
     session.execute(f"CREATE TABLE c ({COLUMNS}) PARTITIONED BY (ps, pi) TBLPROPERTIES ({PROPS})")
     session.execute("INSERT INTO c " + ROWS.format(lo=0, hi=4000))

@@ -136,9 +136,9 @@ def test_deleting_most_rows_of_a_large_file_brings_bitmaps_not_rows(session, spa
     The rows a DELETE brings to the driver as (file, row) pairs are bounded (bounded_rows): the
     bound is lowered to 50,000 here, so the first DELETE's 100k rows pass it and come as
     bitmaps built in Spark; the second's 33,333 come as pairs."""
-    from isolde.executor import driver_write, row_bitmaps
+    from isolde.executor import bounded_rows, row_bitmaps
 
-    monkeypatch.setattr(driver_write, "COUNTED_ROWS", 50_000)
+    monkeypatch.setattr(bounded_rows, "POSITION_ROWS", 50_000)
     session.execute("CREATE TABLE big (id BIGINT) TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
     session.execute("INSERT INTO big SELECT id FROM range(0, 200000, 1, 1)")
     seen = []
