@@ -1188,7 +1188,7 @@ def run_update_delete(ctx, stmt, is_update: bool):
                 if few_rows.small_scan(files):
                     # a point UPDATE: its rows come to the driver in one job, no checkpoint (few_rows)
                     with phase("find"):
-                        few = few_rows.collect_few(changed_rows)
+                        few = few_rows.collect_few(changed_rows, files=files)
                 if few is None:
                     # up to the rows the driver writes (a point attempt over small files that
                     # found more too: a second scan of at most SMALL_SCAN_ROWS rows): computed

@@ -27,6 +27,9 @@ FEW_ROWS = 1000  # rows a statement may bring to the driver this way
 # only when its candidate files hold at most this many rows, so a try that finds more than
 # FEW_ROWS costs at most one scan of a small set of files.
 SMALL_SCAN_ROWS = 250_000
+# A point statement over files of at most this many rows runs its job interpreted: no class
+# compiled for it (``spark.without_adaptive``)
+INTERPRETED_ROWS = 131_072
 
 
 _ARROW_SAFE = (T.StructType, T.ArrayType, T.MapType, T.BooleanType, T.ByteType, T.ShortType, T.IntegerType,
@@ -46,16 +49,19 @@ def same_types(a: T.StructType, b: T.StructType) -> bool:
         [(f.name, f.dataType.simpleString()) for f in b.fields]
 
 
-def collect_few(df: DataFrame, limit: Optional[int] = None) -> Optional[tuple]:
+def collect_few(df: DataFrame, limit: Optional[int] = None, files=None) -> Optional[tuple]:
     """``(Arrow table, local DataFrame)`` of ``df``'s rows when it has at most ``limit``, in one
     Spark job (its limit stops each task after ``limit`` + 1 rows); None when it has more, or a
-    column's type does not survive the round trip (the caller then materialises ``df`` in Spark)."""
+    column's type does not survive the round trip (the caller then materialises ``df`` in Spark).
+    ``files``: the AddFiles ``df`` scans; when they hold at most ``INTERPRETED_ROWS`` rows the job
+    runs without generated code (``spark.without_adaptive``)."""
     from isolde.executor.spark import without_adaptive
 
     limit = FEW_ROWS if limit is None else limit
     if not all(arrow_safe(f.dataType) for f in df.schema.fields):
         return None
-    table = without_adaptive(df.limit(limit + 1)).toArrow()
+    interpreted = files is not None and rows_at_most(files, INTERPRETED_ROWS) and _no_subquery(df)
+    table = without_adaptive(df.limit(limit + 1), interpreted=interpreted).toArrow()
     if table.num_rows > limit:
         return None
     local = df.sparkSession.createDataFrame(table, schema=df.schema)
@@ -64,6 +70,14 @@ def collect_few(df: DataFrame, limit: Optional[int] = None) -> Optional[tuple]:
     # one partition: Spark spreads a local relation's rows over a task per core, and each task
     # writes a file of its own (two files for two updated rows)
     return table, local.coalesce(1)
+
+
+def _no_subquery(df: DataFrame) -> bool:
+    """Is ``df``'s analysed plan free of subqueries (whose tables ``files`` does not bound)?"""
+    try:
+        return bool(df._jdf.queryExecution().analyzed().subqueriesAll().isEmpty())
+    except Exception:  # noqa: BLE001 - then it keeps generated code
+        return False
 
 
 # a bounded collection stops its job with this error when a task yields more than its share
@@ -151,12 +165,17 @@ def scan_tasks(spark, sizes: list) -> int:
 
 def small_scan(files) -> bool:
     """Do the files (AddFiles) hold at most SMALL_SCAN_ROWS rows by their statistics?"""
+    return rows_at_most(files, SMALL_SCAN_ROWS)
+
+
+def rows_at_most(files, bound: int) -> bool:
+    """Do the files (AddFiles) hold at most ``bound`` rows by their statistics?"""
     total = 0
     for add in files:
         if add.num_records is None:
             return False
         total += add.num_records
-    return total <= SMALL_SCAN_ROWS
+    return total <= bound
 
 
 _FLAT_TYPES = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,

@@ -275,17 +275,29 @@ def stop_spark() -> None:
             _SPARK = None
 
 
-def without_adaptive(df):
+# Settings of a plan evaluated without generated code (``without_adaptive(interpreted=True)``)
+INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
+def without_adaptive(df, interpreted: bool = False):
     """``df`` planned without adaptive query execution, in a clone of its session (same
     settings, views and functions; ~1 ms). For small aggregates the driver collects: AQE runs
     a shuffle's map stage as a job of its own and re-plans after it (+60 ms on a point UPDATE's
     bitmaps, +130 ms on a point MERGE's) where nothing needs re-planning. Falls back to ``df``
-    where the JVM classes differ (a Spark without ``sql.classic``)."""
+    where the JVM classes differ (a Spark without ``sql.classic``).
+
+    ``interpreted``: also without generated code, for a plan over few rows. Spark writes integer
+    and date literals into the Java it compiles, so its cache of compiled classes misses
+    whenever a point statement names another key, or the table's files changed (their sizes
+    are literals of the scan's file lookup): two or three classes compiled per point statement,
+    20-85 ms, more than interpreting a few hundred thousand rows costs."""
     from pyspark.sql import DataFrame
 
     try:
         jsession = df.sparkSession._jsparkSession.cloneSession()
         jsession.conf().set("spark.sql.adaptive.enabled", "false")
+        for key, value in (INTERPRETED.items() if interpreted else ()):
+            jsession.conf().set(key, value)
         plan = df._jdf.queryExecution().analyzed()
         jdf = df.sparkSession._jvm.org.apache.spark.sql.classic.Dataset.ofRows(jsession, plan)
     except Exception:  # noqa: BLE001 - a planning convenience, never needed for correctness

@@ -741,7 +741,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
             if matched and not by_source and n_source <= few_rows.FEW_ROWS:
                 # a few source rows: their pairs come to the driver in one job, no checkpoint
                 with phase("find"):
-                    few = few_rows.collect_few(pass1_rows)
+                    few = few_rows.collect_few(pass1_rows, files=files)
                 if few is not None:
                     pass1_table, pass1_rows = few
             elif matched and not by_source and n_source <= COUNTED_ROWS:

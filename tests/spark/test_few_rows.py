@@ -83,8 +83,8 @@ def routes(monkeypatch):
     taken = []
     collect = few_rows.collect_few
 
-    def record(df, limit=None):
-        found = collect(df) if limit is None else collect(df, limit)
+    def record(df, limit=None, files=None):
+        found = collect(df, limit, files)
         taken.append(found is not None)
         return found
 
