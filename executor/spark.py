@@ -290,7 +290,8 @@ def without_adaptive(df, interpreted: bool = False):
     and date literals into the Java it compiles, so its cache of compiled classes misses
     whenever a point statement names another key, or the table's files changed (their sizes
     are literals of the scan's file lookup): two or three classes compiled per point statement,
-    20-85 ms, more than interpreting a few hundred thousand rows costs."""
+    20-85 ms, more than interpreting a point statement's 100k-row file cost (measured there;
+    the bound is ``few_rows.INTERPRETED_ROWS``)."""
     from pyspark.sql import DataFrame
 
     try:
