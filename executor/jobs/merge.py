@@ -47,7 +47,7 @@ from pyspark.sql import types as T
 from pyspark.sql.window import Window
 
 from isolde.errors import AnalysisError, ColumnNotFoundError, MergeCardinalityError, TableNotFoundError
-from isolde.executor import bounded_rows, cdf, dml, few_rows, id_sets
+from isolde.executor import bounded_rows, cdf, dml, few_rows, id_sets, inline_source
 from isolde.executor.driver_write import COUNTED_ROWS
 from isolde.executor import properties as P
 from isolde.executor import schema as S
@@ -724,14 +724,19 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
             kept_ids = kept_row_id_column(target.metadata, files) if update_idx else None
             target_rows, after_join = dml.scan_rows_for_join(ctx, target, files,
                                                              (kept_ids,) if kept_ids is not None else ())
+            joined = f"{hint} {', '.join([f'{ta}.*', f'{sa}.{SID} AS sid', f'{clause_sql} AS {CLAUSE}'] + value_cols)}"
+            pairing = f"{join} {src_view} AS {sa} ON ({on})"
             if not by_source:  # an inner join: the source's keys bound the target rows it can pair
                 key_filter = target_key_filter(keys, key_values, summary.comparison_types, types,
                                                target.partition_columns)
                 if key_filter is not None:
                     target_rows = target_rows.filter(key_filter)
-            pass1_rows = spark.sql(
-                f"SELECT {hint} {', '.join([f'{ta}.*', f'{sa}.{SID} AS sid', f'{clause_sql} AS {CLAUSE}'] + value_cols)} "
-                f"FROM {views.add(target_rows, 'target')} AS {ta} {join} {src_view} AS {sa} ON ({on})")
+                    if local is not None and n_source <= inline_source.INLINE_ROWS and inline_source.plain(stmt.on.tree):
+                        # the few source rows as literals beside each kept target row: no broadcast job
+                        generated = inline_source.lateral_view(src_df.collect(), src_df.schema, s_alias, q)
+                        if generated is not None:
+                            joined, pairing = joined.replace(hint, "", 1), f"{generated} WHERE ({on})"
+            pass1_rows = spark.sql(f"SELECT {joined} FROM {views.add(target_rows, 'target')} AS {ta} {pairing}")
             pass1_rows = after_join.finish(pass1_rows)
             if by_source:
                 pass1_rows = pass1_rows.filter(f"sid IS NOT NULL OR {CLAUSE} >= 0")
@@ -923,10 +928,10 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
             return rows.select(*new_values)
 
         if touched and single_pass:
-            changes = pass1_rows.filter(cl >= 0).select(*[q(f.name) for f in struct.fields], FILE_COL, ROW_COL,
-                                                        target_action.alias(ACTION_COL),
-                                                        *([S.column(kept_ids)] if kept_ids else []))
-            changes = changes.filter(F.col(ACTION_COL) != KEEP)
+            # the rows an UPDATE or DELETE clause acts on (every other pair is kept as it is)
+            changes = pass1_rows.filter(cl.isin(update_idx + delete_idx or [-2])).select(
+                *[q(f.name) for f in struct.fields], FILE_COL, ROW_COL, target_action.alias(ACTION_COL),
+                *([S.column(kept_ids)] if kept_ids else []))
         elif touched:
             def changes():  # built only if dml writes all touched files in one job
                 return changes_over(list(touched.values()), pass2_ids)
@@ -951,7 +956,11 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                     return dml.plan_slice_write(ctx, target, rows, slices, new_metadata)
 
                 changes_by_partition = over_partition_slices
-        if not_matched:
+        # a local source whose every row matched (a point upsert of a key the table holds)
+        # inserts nothing: no insert pass is planned (~20 ms of plans and py4j calls)
+        all_matched = (local is not None and matched_sid_values is not None
+                       and len(set(matched_sid_values)) == n_source)
+        if not_matched and not all_matched:
             sel = ", ".join([f"{nm_case} AS {CLAUSE}"] + ins_cols)
             if matched_sids is None:  # no candidate file: no source row matches
                 src_rows = spark.sql(f"SELECT {sel} FROM {src_view} AS {sa}")

@@ -11,8 +11,9 @@ literals in the scan (scan.DV_INLINE_MAX_ROWS): no deletion-vector broadcast.
   UPDATE  1: the pass that finds the row and brings it to the driver (few_rows), where pyarrow
              writes the new row (driver_write)
   DELETE  1: the pass that collects the position (no row is written)
-  MERGE   2: the VALUES source taken from the driver as it is (ids and key summary added there),
-             the broadcast of the source, pass 1 collecting the pairs; pyarrow writes the row
+  MERGE   1: the VALUES source taken from the driver as it is (ids and key summary added there)
+             and written into pass 1's plan as literals (inline_source: no broadcast job);
+             pass 1 collecting the pairs; pyarrow writes the row
   MERGE of a new key 0: statistics prune every file (no pass 1); the new row is a local
              relation pyarrow writes
   INSERT  0: a VALUES list is a local relation pyarrow writes
@@ -66,7 +67,7 @@ CASES = [
     ("UPDATE", "UPDATE pt SET v = v + 1 WHERE id = {k}", 123, 1, 1),
     ("DELETE", "DELETE FROM pt WHERE id = {k}", 612, 1, 1),
     ("MERGE", "MERGE INTO pt t USING (VALUES ({k}, 0.5, 'm')) AS src(id, v, s) ON t.id = src.id "
-              "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *", 345, 2, 1),
+              "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *", 345, 1, 1),
     ("MERGE_NEW", "MERGE INTO pt t USING (VALUES ({k}, 0.5, 'm')) AS src(id, v, s) ON t.id = src.id "
                   "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *", 5000, 0, 0),
     ("INSERT", "INSERT INTO pt VALUES ({k}, 0.25, 'i')", 6000, 0, 0),
