@@ -839,12 +839,11 @@ def scan_rows(ctx, target: Target, files, with_ids: bool = True, hidden: tuple =
     """The target's rows of ``files`` with ``_isolde_file`` / ``_isolde_row`` (NULL when
     ``with_ids`` is false: copy-on-write needs no row positions, and skipping them saves the
     file-path join) and a TRUE ``__isolde_tgt`` flag (tells target rows from outer-join gaps)."""
+    flag = f"true AS {TGT_FLAG}"
     if with_ids:
-        df = scan(ctx, target.snapshot, target.path, files=files, with_row_ids=True, hidden=hidden)
-    else:
-        df = scan(ctx, target.snapshot, target.path, files=files)
-        df = df.select("*", F.lit(None).cast("string").alias(FILE_COL), F.lit(None).cast("long").alias(ROW_COL))
-    return df.withColumn(TGT_FLAG, F.lit(True))
+        return scan(ctx, target.snapshot, target.path, files=files, with_row_ids=True, hidden=hidden, extra=[flag])
+    return scan(ctx, target.snapshot, target.path, files=files,
+                extra=[f"CAST(NULL AS STRING) AS {FILE_COL}", f"CAST(NULL AS BIGINT) AS {ROW_COL}", flag])
 
 
 
@@ -853,8 +852,7 @@ def scan_rows_for_join(ctx, target: Target, files, hidden: tuple = ()) -> tuple:
     (DataFrame with ``_isolde_ord``, ``scan.RowIdsAfterJoin``); see ``scan.scan_for_join``."""
     from isolde.executor.scan import scan_for_join
 
-    df, after = scan_for_join(ctx, target.snapshot, target.path, files, hidden=hidden)
-    return df.withColumn(TGT_FLAG, F.lit(True)), after
+    return scan_for_join(ctx, target.snapshot, target.path, files, hidden=hidden, extra=[f"true AS {TGT_FLAG}"])
 
 
 def read_scope(target: Target, scope) -> list:
@@ -1167,7 +1165,8 @@ def run_update_delete(ctx, stmt, is_update: bool):
         dv_only = target.deletion_vectors  # every touched file takes a deletion vector (choose_mode)
         # a deletion-vector DML needs only the rows the condition is TRUE for (a non-deterministic
         # condition is evaluated once, over every row, and checkpointed)
-        flagged = flagged_over(files, only_true=dv_only and not nondet)
+        only_true = dv_only and not nondet
+        flagged = flagged_over(files, only_true=only_true)
         if nondet:
             flagged = views.checkpoint(flagged)
         positions = None
@@ -1179,7 +1178,7 @@ def run_update_delete(ctx, stmt, is_update: bool):
             # Spark, which also count them (no count job), and an UPDATE's rows are kept (a lazy
             # checkpoint, filled by that job) for its write. A DELETE writes no row (its change
             # feed re-reads ``flagged``)
-            changed_rows = changes_over(flagged.filter(c),
+            changed_rows = changes_over(flagged if only_true else flagged.filter(c),  # (no plan for TRUE)
                                         [stable_row_id(files, kept_ids)] if kept_ids is not None else ())
             few = None
             if is_update and not nondet:

@@ -61,7 +61,6 @@ DV_BITMAP_MAX_BYTES = 64 << 20
 # one job fewer each (issue 23); Spark turns the IN list into a hash set past 10 values.
 DV_INLINE_MAX_ROWS = 128
 _ORD = "_isolde_ord"
-_SIZE = "_isolde_size"
 _WORDS = "_isolde_dv_words"
 # ``scan_by_partition`` reads up to this many files as one scan, a task per file (when that
 # makes no more tasks than a union of one scan per partition, whose splits pack small files)
@@ -231,12 +230,15 @@ def _arrow_df(spark, table: pa.Table) -> DataFrame:
 
 
 def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequence] = None, *,
-         with_row_ids: bool = False, with_file_keys: bool = False, hidden: Sequence[str] = ()) -> DataFrame:
+         with_row_ids: bool = False, with_file_keys: bool = False, hidden: Sequence[str] = (),
+         extra: Sequence[str] = ()) -> DataFrame:
     """The live rows of ``files`` (default: all) with the table's logical columns; with
     ``with_file_keys`` also each row's file key and position. ``hidden``: physical BIGINT
-    columns outside the schema (materialised row ids) read too, null where a file lacks them."""
+    columns outside the schema (materialised row ids) read too, null where a file lacks them.
+    ``extra``: SQL select items over those columns, added last (in the scan's own last select:
+    each further select is one more analysis of the plan)."""
     return _scan(ctx, snapshot, table_path, files, with_row_ids=with_row_ids, with_file_keys=with_file_keys,
-                 hidden=hidden)
+                 hidden=hidden, extra=tuple(extra))
 
 
 @dataclass(frozen=True)
@@ -262,7 +264,8 @@ class RowIdsAfterJoin:
         return self.deleted.drop_from(self.spark, df) if self.deleted is not None else df.drop(_ORD)
 
 
-def scan_for_join(ctx, snapshot, table_path: Optional[str], files: Sequence, *, hidden: Sequence[str] = ()) -> tuple:
+def scan_for_join(ctx, snapshot, table_path: Optional[str], files: Sequence, *, hidden: Sequence[str] = (),
+                  extra: Sequence[str] = ()) -> tuple:
     """``scan(..., with_row_ids=True)`` for a selective join: (DataFrame, RowIdsAfterJoin).
 
     The DataFrame has the logical columns, the file ordinal ``_isolde_ord`` and ``_isolde_row``,
@@ -273,13 +276,14 @@ def scan_for_join(ctx, snapshot, table_path: Optional[str], files: Sequence, *, 
     a deleted row must not stop a row of the other side from being unmatched."""
     spark = _spark(ctx)
     files = list(files)
-    df, deleted = _scan(ctx, snapshot, table_path, files, with_row_ids=True, hidden=hidden, defer=True)
+    df, deleted = _scan(ctx, snapshot, table_path, files, with_row_ids=True, hidden=hidden, defer=True,
+                        extra=tuple(extra))
     return df, RowIdsAfterJoin(spark, tuple(a.path for a in files), deleted)
 
 
 def _scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequence] = None, *,
           with_row_ids: bool = False, with_file_keys: bool = False, hidden: Sequence[str] = (),
-          defer: bool = False):
+          defer: bool = False, extra: tuple = ()):
     spark = _spark(ctx)
     metadata = snapshot.metadata
     table_path = table_path or snapshot.table_path
@@ -298,7 +302,7 @@ def _scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Seque
     if not files:
         empty = _empty(spark, struct, with_row_ids, hidden_fields)
         return (empty.withColumnRenamed(FILE_COL, _ORD).withColumn(_ORD, F.col(_ORD).cast("int")), None) \
-            if defer else empty
+            if defer else (empty.selectExpr("*", *extra) if extra else empty)
 
     local = [file_local_path(table_path, a.path) for a in files]
     has_dv = any(a.deletion_vector is not None for a in files)
@@ -323,13 +327,15 @@ def _scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Seque
         df = plan.guard(read_parquet(spark.read.schema(read), list(map(_exact, local)), plan.options), read,
                         keep_metadata=need_keys)
     if not need_keys:
-        return df.selectExpr(*[_quote(f.name) for f in struct.fields])
+        return df.selectExpr(*[_quote(f.name) for f in struct.fields], *extra)
     if not with_row_ids and not with_file_keys and not has_dv and _one_partition(files):
         # every file in one partition: its values are literals (no _metadata.file_path lookup per row)
-        return _with_literal_partition(df, struct, parts, metadata, files[0].partition_values)
+        df = _with_literal_partition(df, struct, parts, metadata, files[0].partition_values)
+        return df.selectExpr("*", *extra) if extra else df
 
-    df = df.select("*", F.col("_metadata.file_path").alias(_KEY), F.col("_metadata.file_size").alias(_SIZE),
-                   F.col("_metadata.row_index").alias(ROW_COL))
+    # each row's file key and position; added by the same select as the file ordinal where one
+    # is looked up (each select is one more analysis of the plan: ~5 ms)
+    carried = [F.col("_metadata.file_path").alias(_KEY), F.col("_metadata.row_index").alias(ROW_COL)]
     encode = _KeyEncoder(spark)
     keys = [encode(p) for p in local]
     physical = S.logical_to_physical(metadata)
@@ -340,7 +346,7 @@ def _scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Seque
         lookups["__p_" + p] = [_partition_value(a.partition_values, physical.get(p, p)) for a in files]
     deleted = deleted_rows(table_path, files, version=snapshot.version) if has_dv else None
     if not lookups and deleted is None and not defer:
-        pass  # every vector is empty: no value per file is needed
+        df = df.select("*", *carried)  # every vector is empty: no value per file is needed
     elif len(files) > MAP_LOOKUP_MAX_FILES:
         # a broadcast join on the path string. (On the size it was slower: 10M rows in 1,230
         # files, an id scan with the join's file ordinal 1.35 s by path, 1.63 s by size with
@@ -348,9 +354,9 @@ def _scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Seque
         columns = {_KEY: pa.array(keys, pa.string()), _ORD: pa.array(range(len(files)), pa.int32())}
         for name, values in lookups.items():
             columns[name] = pa.array(values, pa.string())
-        df = df.join(F.broadcast(_arrow_df(spark, pa.table(columns))), on=_KEY, how="inner")
+        df = df.select("*", *carried).join(F.broadcast(_arrow_df(spark, pa.table(columns))), on=_KEY, how="inner")
     else:
-        df = _with_file_ordinals(df, files, keys, lookups)
+        df = _with_file_ordinals(df, files, keys, lookups, carried)
     if deleted is not None and not defer:
         df = deleted.drop_from(spark, df)
 
@@ -363,20 +369,21 @@ def _scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Seque
             out.append(_quote(f.name))
     out += [_quote(h) for h in hidden]
     if defer:
-        return df.selectExpr(*out, _ORD, ROW_COL), deleted
+        return df.selectExpr(*out, _ORD, ROW_COL, *extra), deleted
     if with_row_ids:
         out += [FILE_COL, ROW_COL]
     elif with_file_keys:
         out += [FILE_KEY_COL, ROW_COL]
-    return df.selectExpr(*out)
+    return df.selectExpr(*out, *extra)
 
 
 def _size_known(add) -> bool:
     return isinstance(add.size, int) and add.size > 0
 
 
-def _with_file_ordinals(df: DataFrame, files: Sequence, keys: list, lookups: dict) -> DataFrame:
-    """``df`` with each row's file ordinal (``_ORD``) and its file's ``lookups`` values.
+def _with_file_ordinals(df: DataFrame, files: Sequence, keys: list, lookups: dict, carried=()) -> DataFrame:
+    """``df`` (a read with its ``_metadata``) with the ``carried`` columns, each row's file
+    ordinal (``_ORD``) and its file's ``lookups`` values.
 
     A row's file is found by ``_metadata.file_size`` when no other file of the scan has that
     size (the usual case), by its path only among files whose sizes collide (tiny files of one
@@ -388,16 +395,19 @@ def _with_file_ordinals(df: DataFrame, files: Sequence, keys: list, lookups: dic
     partition values."""
     counts = Counter(a.size for a in files)
     by_size = [_size_known(a) and counts[a.size] == 1 for a in files]
-    missing = (f"raise_error(concat('isolde: data file ', {_KEY}, ' (', CAST({_SIZE} AS STRING), "
-               f"' bytes) matches no file of the Delta log by size and path: the log and the files disagree'))")
+    missing = ("raise_error(concat('isolde: data file ', _metadata.file_path, ' (', "
+               "CAST(_metadata.file_size AS STRING), ' bytes) matches no file of the Delta log by size and "
+               "path: the log and the files disagree'))")
     found = []
     if any(by_size):
         pairs = ", ".join(f"{a.size}L, {i}" for i, (a, u) in enumerate(zip(files, by_size)) if u)
-        found.append(F.expr(f"map({pairs})[{_SIZE}]"))
+        found.append(F.expr(f"map({pairs})[_metadata.file_size]"))
     if not all(by_size):
         paths = [(k, i) for i, (k, u) in enumerate(zip(keys, by_size)) if not u]
-        found.append(_map_lookup([k for k, _ in paths], [i for _, i in paths]))
-    df = df.select("*", F.coalesce(*found, F.expr(missing)).alias(_ORD))
+        found.append(_map_lookup([k for k, _ in paths], [i for _, i in paths], key="_metadata.file_path"))
+    df = df.select("*", *carried, F.coalesce(*found, F.expr(missing)).alias(_ORD))
+    if not lookups:
+        return df
     return df.select("*", *[_array_get(values).alias(name) for name, values in lookups.items()])
 
 
@@ -415,8 +425,9 @@ def file_value(keys: Sequence[str], values: list):
     return _map_lookup(list(keys), list(values))
 
 
-def _map_lookup(keys: list, values: list):
-    """``map(key0, value0, ...)[_KEY]``: each row's value for its file (string or int values)."""
+def _map_lookup(keys: list, values: list, key: str = _KEY):
+    """``map(key0, value0, ...)[<key>]``: each row's value for its file (string or int values),
+    ``key`` the SQL of the row's file key (default the ``_KEY`` column)."""
     def literal(v):
         return f"{v}" if isinstance(v, int) else _sql_string(v)
 
@@ -424,11 +435,11 @@ def _map_lookup(keys: list, values: list):
         # one SQL expression, parsed in the JVM: a Column per literal costs a py4j round trip
         # each (~0.1 s for two maps over 10 files, ~0.4 s at 48)
         pairs = ", ".join(f"{_sql_string(k)}, {literal(v)}" for k, v in zip(keys, values))
-        return F.expr(f"map({pairs})[{_KEY}]")
+        return F.expr(f"map({pairs})[{key}]")
     pairs = []
-    for key, value in zip(keys, values):
-        pairs += [F.lit(key), F.lit(value) if isinstance(value, int) else F.lit(value).cast("string")]
-    return F.create_map(*pairs)[F.col(_KEY)]
+    for file_key, value in zip(keys, values):
+        pairs += [F.lit(file_key), F.lit(value) if isinstance(value, int) else F.lit(value).cast("string")]
+    return F.create_map(*pairs)[F.expr(key)]
 
 
 def _array_get(values: list):
