@@ -326,7 +326,8 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
     ``changes`` holds (at least) every row of the touched files that must survive or change;
     ``inserted`` new rows (table columns only).
 
-    ``changes`` may be a function returning the DataFrame: it is then built only if used.
+    ``changes`` may be a function returning the DataFrame: it is then built only if used (not
+    when the changed rows are on the driver and the positions known: a Dataset step less).
     ``changes_for(files) -> DataFrame``, when given, builds ``changes`` over just some of the
     touched files, and promises that no surviving row leaves its file's partition. Then a
     partitioned copy-on-write rewrite writes each partition's rows in its own job into a
@@ -420,8 +421,6 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
                 changes = None
         if len(groups) > MAX_GROUP_JOBS or size < GROUP_MIN_BYTES * len(groups):
             groups = {}
-    if not groups and callable(changes):
-        changes = changes()  # built only when a single write (or a deletion vector) needs it
     if groups:
         sel = [S.column(c) for c in cols if c not in generated]
         new_rows = None  # inserted rows, conformed and materialised, when they join the groups' jobs
@@ -471,6 +470,7 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
         if rows_on_driver is not None and changed_only and dv_files and not rewrite:
             driver_rows = rows_on_driver
         else:
+            changes = changes() if callable(changes) else changes  # built only when a write reads it
             if not dv_files:
                 keep = changes.filter(F.col(ACTION_COL) != DELETE)
             elif dv_files and not rewrite:
@@ -480,7 +480,8 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
                 keep = changes.filter(F.col(ACTION_COL).isin(UPDATE, INSERT) | (in_rewrite & (F.col(ACTION_COL) == KEEP)))
             parts.append(conform_changed(target, metadata, keep, kept_ids))
     if inserted is not None:
-        ins = inserted.select(*[S.column(c) for c in cols if c not in generated and c not in ident])
+        wanted = [c for c in cols if c not in generated and c not in ident]
+        ins = inserted if inserted.columns == wanted else inserted.select(*[S.column(c) for c in wanted])
         ins = conform(ins, struct, by_name=True, table_name=target.name, configuration=config, identity=bool(ident))
         if out.row_ids_kept:  # new rows take fresh ids: their file's baseRowId + position
             ins = ins.withColumn(row_ids, F.lit(None).cast("long"))
@@ -488,6 +489,7 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
 
     if dv_files:
         if positions is None:
+            changes = changes() if callable(changes) else changes
             with phase("find"):
                 positions = changed_positions(changes, dv_files)
         with phase("dv"):
@@ -1166,7 +1168,15 @@ def run_update_delete(ctx, stmt, is_update: bool):
         # a deletion-vector DML needs only the rows the condition is TRUE for (a non-deterministic
         # condition is evaluated once, over every row, and checkpointed)
         only_true = dv_only and not nondet
-        flagged = flagged_over(files, only_true=only_true)
+        # a deletion-vector DELETE finds its rows with the files' deletion vectors not applied
+        # (no broadcast join of their bitmaps before the condition): the rows deleted already
+        # are taken out of the positions found, on the driver (``bounded_rows``)
+        deferred = None
+        if dv_only and not is_update and not nondet and not cdf.enabled(target.metadata):
+            unfiltered, deferred = scan_rows_for_join(ctx, target, files)
+            flagged = flagged_over(files, only_true=True, df=unfiltered)
+        else:
+            flagged = flagged_over(files, only_true=only_true)
         if nondet:
             flagged = views.checkpoint(flagged)
         positions = None
@@ -1178,8 +1188,12 @@ def run_update_delete(ctx, stmt, is_update: bool):
             # Spark, which also count them (no count job), and an UPDATE's rows are kept (a lazy
             # checkpoint, filled by that job) for its write. A DELETE writes no row (its change
             # feed re-reads ``flagged``)
-            changed_rows = changes_over(flagged if only_true else flagged.filter(c),  # (no plan for TRUE)
-                                        [stable_row_id(files, kept_ids)] if kept_ids is not None else ())
+            if deferred is not None:  # built only if the positions are not found on the driver
+                def changed_rows():
+                    return changes_over(deferred.finish(flagged))
+            else:
+                changed_rows = changes_over(flagged if only_true else flagged.filter(c),  # (no plan for TRUE)
+                                            [stable_row_id(files, kept_ids)] if kept_ids is not None else ())
             few = None
             if is_update and not nondet:
                 from isolde.executor import bounded_rows
@@ -1204,11 +1218,13 @@ def run_update_delete(ctx, stmt, is_update: bool):
                 from isolde.executor import bounded_rows
 
                 with phase("find"):
-                    positions = bounded_rows.collect_positions(ctx, changed_rows, files)
+                    positions = bounded_rows.collect_live_positions(ctx, flagged, files, deferred) \
+                        if deferred is not None else bounded_rows.collect_positions(ctx, changed_rows, files)
             if few is not None:
                 table, changed_rows = few
                 positions = changed_positions_of(table)
             elif positions is None:
+                changed_rows = changed_rows() if callable(changed_rows) else changed_rows
                 if is_update:
                     changed_rows = views.checkpoint(changed_rows, eager=False)
                 with phase("find"):

@@ -60,7 +60,7 @@ DV_BITMAP_MAX_BYTES = 64 << 20
 # (``row IN (...)`` per file ordinal): no broadcast, so no broadcast job. Point statements run
 # one job fewer each (issue 23); Spark turns the IN list into a hash set past 10 values.
 DV_INLINE_MAX_ROWS = 128
-_ORD = "_isolde_ord"
+_ORD = ORD_COL = "_isolde_ord"
 _WORDS = "_isolde_dv_words"
 # ``scan_by_partition`` reads up to this many files as one scan, a task per file (when that
 # makes no more tasks than a union of one scan per partition, whose splits pack small files)
@@ -184,6 +184,11 @@ class ParquetRead:
         every metadata field, the row index among them)."""
         if not self.guarded:
             return df
+        if not any(f.metadata for f in schema.fields if f.name in self.guarded):
+            # SQL items, no Column built per column over py4j (a select of Columns costs ~2x)
+            return df.selectExpr(*[f"nanvl({_quote(f.name)}, {_quote(f.name)}) AS {_quote(f.name)}"
+                                   if f.name in self.guarded else _quote(f.name) for f in schema.fields],
+                                 *(["_metadata"] if keep_metadata else []))
         cols = [F.nanvl(F.col(_quote(f.name)), F.col(_quote(f.name))).alias(f.name, metadata=f.metadata or {})
                 if f.name in self.guarded else F.col(_quote(f.name)) for f in schema.fields]
         return df.select(*cols, *([F.col("_metadata")] if keep_metadata else []))
@@ -256,12 +261,32 @@ class RowIdsAfterJoin:
         if not self.paths:
             df = df.select("*", F.lit(None).cast("string").alias(FILE_COL))
         elif len(self.paths) <= MAP_LOOKUP_MAX_FILES:
-            df = df.select("*", _array_get(list(self.paths)).alias(FILE_COL))
+            sql = _array_get_sql(list(self.paths))
+            df = df.selectExpr("*", f"{sql} AS {FILE_COL}") if sql is not None else \
+                df.select("*", _array_get(list(self.paths)).alias(FILE_COL))
         else:
             table = pa.table({_ORD: pa.array(range(len(self.paths)), pa.int32()),
                               FILE_COL: pa.array(list(self.paths), pa.string())})
             df = df.join(F.broadcast(_arrow_df(self.spark, table)), on=_ORD, how="inner")
         return self.deleted.drop_from(self.spark, df) if self.deleted is not None else df.drop(_ORD)
+
+    def live_positions(self, table: pa.Table) -> dict:
+        """AddFile path -> ``BitMap64`` of the positions in ``table`` (rows of a scan's output
+        on the driver, with ``_isolde_ord`` and ``_isolde_row``) that no deletion vector of the
+        scan deletes: the driver's ``finish`` for rows only their positions are wanted of."""
+        from pyroaring import BitMap64
+
+        from isolde.executor import row_bitmaps
+
+        out = {}
+        for (ordinal,), bm in row_bitmaps.bitmaps_of_table(table, [_ORD], ROW_COL).items():
+            rows = bm.rows
+            gone = self.deleted.rows.get(ordinal) if self.deleted is not None else None
+            if gone is not None:
+                rows = rows - BitMap64(gone.tolist())
+            if rows:
+                out[self.paths[ordinal]] = rows
+        return out
 
 
 def scan_for_join(ctx, snapshot, table_path: Optional[str], files: Sequence, *, hidden: Sequence[str] = (),
@@ -301,8 +326,10 @@ def _scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Seque
     files = list(snapshot.all_files) if files is None else list(files)
     if not files:
         empty = _empty(spark, struct, with_row_ids, hidden_fields)
-        return (empty.withColumnRenamed(FILE_COL, _ORD).withColumn(_ORD, F.col(_ORD).cast("int")), None) \
-            if defer else (empty.selectExpr("*", *extra) if extra else empty)
+        if defer:
+            empty = empty.withColumnRenamed(FILE_COL, _ORD).withColumn(_ORD, F.col(_ORD).cast("int"))
+            return (empty.selectExpr("*", *extra) if extra else empty), None
+        return empty.selectExpr("*", *extra) if extra else empty
 
     local = [file_local_path(table_path, a.path) for a in files]
     has_dv = any(a.deletion_vector is not None for a in files)
@@ -335,7 +362,7 @@ def _scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Seque
 
     # each row's file key and position; added by the same select as the file ordinal where one
     # is looked up (each select is one more analysis of the plan: ~5 ms)
-    carried = [F.col("_metadata.file_path").alias(_KEY), F.col("_metadata.row_index").alias(ROW_COL)]
+    carried = [f"_metadata.file_path AS {_KEY}", f"_metadata.row_index AS {ROW_COL}"]
     encode = _KeyEncoder(spark)
     keys = [encode(p) for p in local]
     physical = S.logical_to_physical(metadata)
@@ -346,7 +373,7 @@ def _scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Seque
         lookups["__p_" + p] = [_partition_value(a.partition_values, physical.get(p, p)) for a in files]
     deleted = deleted_rows(table_path, files, version=snapshot.version) if has_dv else None
     if not lookups and deleted is None and not defer:
-        df = df.select("*", *carried)  # every vector is empty: no value per file is needed
+        df = df.selectExpr("*", *carried)  # every vector is empty: no value per file is needed
     elif len(files) > MAP_LOOKUP_MAX_FILES:
         # a broadcast join on the path string. (On the size it was slower: 10M rows in 1,230
         # files, an id scan with the join's file ordinal 1.35 s by path, 1.63 s by size with
@@ -354,7 +381,7 @@ def _scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Seque
         columns = {_KEY: pa.array(keys, pa.string()), _ORD: pa.array(range(len(files)), pa.int32())}
         for name, values in lookups.items():
             columns[name] = pa.array(values, pa.string())
-        df = df.select("*", *carried).join(F.broadcast(_arrow_df(spark, pa.table(columns))), on=_KEY, how="inner")
+        df = df.selectExpr("*", *carried).join(F.broadcast(_arrow_df(spark, pa.table(columns))), on=_KEY, how="inner")
     else:
         df = _with_file_ordinals(df, files, keys, lookups, carried)
     if deleted is not None and not defer:
@@ -382,7 +409,7 @@ def _size_known(add) -> bool:
 
 
 def _with_file_ordinals(df: DataFrame, files: Sequence, keys: list, lookups: dict, carried=()) -> DataFrame:
-    """``df`` (a read with its ``_metadata``) with the ``carried`` columns, each row's file
+    """``df`` (a read with its ``_metadata``) with the ``carried`` columns (SQL items), each row's file
     ordinal (``_ORD``) and its file's ``lookups`` values.
 
     A row's file is found by ``_metadata.file_size`` when no other file of the scan has that
@@ -401,13 +428,22 @@ def _with_file_ordinals(df: DataFrame, files: Sequence, keys: list, lookups: dic
     found = []
     if any(by_size):
         pairs = ", ".join(f"{a.size}L, {i}" for i, (a, u) in enumerate(zip(files, by_size)) if u)
-        found.append(F.expr(f"map({pairs})[_metadata.file_size]"))
+        found.append(f"map({pairs})[_metadata.file_size]")
     if not all(by_size):
         paths = [(k, i) for i, (k, u) in enumerate(zip(keys, by_size)) if not u]
-        found.append(_map_lookup([k for k, _ in paths], [i for _, i in paths], key="_metadata.file_path"))
-    df = df.select("*", *carried, F.coalesce(*found, F.expr(missing)).alias(_ORD))
+        found.append(_map_lookup_sql([k for k, _ in paths], [i for _, i in paths], key="_metadata.file_path"))
+    # SQL items where every literal is plain: no Column built per item over py4j
+    if all(x is not None for x in found):
+        df = df.selectExpr("*", *carried, f"coalesce({', '.join(found)}, {missing}) AS {_ORD}")
+    else:
+        found = [F.expr(x) if x is not None else _map_lookup([k for k, _ in paths], [i for _, i in paths],
+                                                              key="_metadata.file_path") for x in found]
+        df = df.selectExpr("*", *carried).select("*", F.coalesce(*found, F.expr(missing)).alias(_ORD))
     if not lookups:
         return df
+    values_sql = {name: _array_get_sql(values) for name, values in lookups.items()}
+    if all(x is not None for x in values_sql.values()):
+        return df.selectExpr("*", *[f"{x} AS {_quote(name)}" for name, x in values_sql.items()])
     return df.select("*", *[_array_get(values).alias(name) for name, values in lookups.items()])
 
 
@@ -425,27 +461,42 @@ def file_value(keys: Sequence[str], values: list):
     return _map_lookup(list(keys), list(values))
 
 
-def _map_lookup(keys: list, values: list, key: str = _KEY):
-    """``map(key0, value0, ...)[<key>]``: each row's value for its file (string or int values),
-    ``key`` the SQL of the row's file key (default the ``_KEY`` column)."""
+def _map_lookup_sql(keys: list, values: list, key: str = _KEY) -> Optional[str]:
+    """``_map_lookup`` as SQL, when every key and value is plain text (or an int); else None."""
     def literal(v):
         return f"{v}" if isinstance(v, int) else _sql_string(v)
 
     if all(_plain_text(x) for x in keys) and all(isinstance(v, int) or _plain_text(v) for v in values):
+        return f"map({', '.join(f'{_sql_string(k)}, {literal(v)}' for k, v in zip(keys, values))})[{key}]"
+    return None
+
+
+def _map_lookup(keys: list, values: list, key: str = _KEY):
+    """``map(key0, value0, ...)[<key>]``: each row's value for its file (string or int values),
+    ``key`` the SQL of the row's file key (default the ``_KEY`` column)."""
+    sql = _map_lookup_sql(keys, values, key)
+    if sql is not None:
         # one SQL expression, parsed in the JVM: a Column per literal costs a py4j round trip
         # each (~0.1 s for two maps over 10 files, ~0.4 s at 48)
-        pairs = ", ".join(f"{_sql_string(k)}, {literal(v)}" for k, v in zip(keys, values))
-        return F.expr(f"map({pairs})[{key}]")
+        return F.expr(sql)
     pairs = []
     for file_key, value in zip(keys, values):
         pairs += [F.lit(file_key), F.lit(value) if isinstance(value, int) else F.lit(value).cast("string")]
     return F.create_map(*pairs)[F.expr(key)]
 
 
+def _array_get_sql(values: list) -> Optional[str]:
+    """``_array_get`` as SQL, when every value is plain text; else None."""
+    if all(_plain_text(v) for v in values):
+        return f"get(array({', '.join(_sql_string(v) for v in values)}), {_ORD})"
+    return None
+
+
 def _array_get(values: list):
     """``values[_ORD]``: each row's value for its file, by the file's ordinal."""
-    if all(_plain_text(v) for v in values):
-        return F.expr(f"get(array({', '.join(_sql_string(v) for v in values)}), {_ORD})")
+    sql = _array_get_sql(values)
+    if sql is not None:
+        return F.expr(sql)
     return F.get(F.array(*[F.lit(v).cast("string") for v in values]), F.col(_ORD))
 
 
@@ -502,10 +553,10 @@ class DeletedRows:
             keys = _arrow_df(spark, self.keys_table())
             return df.join(F.broadcast(keys), on=[_ORD, ROW_COL], how="left_anti").drop(_ORD)
         words = _arrow_df(spark, self.words_table())
-        bit = F.expr(f"getbit(get({_WORDS}, CAST(shiftright({ROW_COL}, 6) AS INT)), CAST({ROW_COL} & 63 AS INT)) = 1")
+        bit = f"getbit(get({_WORDS}, CAST(shiftright({ROW_COL}, 6) AS INT)), CAST({ROW_COL} & 63 AS INT)) = 1"
         # a file without a vector, or a row past its last deleted one, finds no word: NULL, kept
         return (df.join(F.broadcast(words), on=_ORD, how="left")
-                .filter(~F.coalesce(bit, F.lit(False))).drop(_ORD, _WORDS))
+                .filter(f"NOT coalesce({bit}, false)").drop(_ORD, _WORDS))
 
 
 def deleted_rows(table_path: str, files: Sequence, *, version: Optional[int] = None) -> Optional[DeletedRows]:

@@ -477,6 +477,18 @@ class _Pairs:
         return {f: rows for f, rows in out.items() if rows}
 
 
+_PLAIN_TYPES = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
+                T.DecimalType, T.StringType, T.BinaryType, T.DateType, T.TimestampType, T.TimestampNTZType)
+
+
+def _plain_type_sql(dt) -> Optional[str]:
+    """The type's spelling in a SQL CAST, for a flat type whose spelling is plain (no CHAR /
+    VARCHAR, no nested field names); else None."""
+    if not isinstance(dt, _PLAIN_TYPES) or isinstance(dt, (T.CharType, T.VarcharType)):
+        return None
+    return S.type_sql(dt)
+
+
 def _clause_case(indexed) -> str:
     """CASE over (index, condition sql) in order: first true condition wins; -1 when none."""
     if not indexed:
@@ -763,8 +775,11 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
             if pass1_table is None:
                 # (filled lazily by the job that brings the pairs to the driver, when one follows)
                 pass1_rows = views.checkpoint(pass1_rows, eager=not (matched or by_source))
-            pairs_df = pass1_rows.select(F.col(FILE_COL).alias("f"), F.col(ROW_COL).alias("r"), "sid",
-                                         F.col(CLAUSE).alias("cl"), F.lit(False).alias("mv"))
+            # with clauses on matches, the plan's counts come from pass 1's bitmaps (below): no
+            # pairs DataFrame is planned (two Dataset steps less)
+            pairs_df = None if matched or by_source else pass1_rows.select(
+                F.col(FILE_COL).alias("f"), F.col(ROW_COL).alias("r"), "sid", F.col(CLAUSE).alias("cl"),
+                F.lit(False).alias("mv"))
         else:
             tv_all = target_view(files, "target")
             pairs_df = spark.sql(
@@ -777,7 +792,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                     "IF(cl >= 0 AND mv, 1, 0) AS mv, IF(sid IS NULL, 0, n) AS m, n FROM {pairs}")
         if summary.unique_keys and single_pass:
             # a row per pair, no target row in two: counted per file directly (no GROUP BY f, r)
-            pairs_df = pairs_df.withColumn("n", F.lit(1))
+            pairs_df = pairs_df.withColumn("n", F.lit(1)) if pairs_df is not None else None
             per_row = per_pair
         elif summary.unique_keys:
             # no target row matches two source rows, so row positions are not needed: count the
@@ -795,7 +810,9 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
             per_row = ("SELECT f, r, count(*) AS n_all, sum(IF(cl >= 0, 1, 0)) AS n_act, "
                        "max(IF(cl >= 0, cl, NULL)) AS cl, max(IF(cl >= 0 AND mv, 1, 0)) AS mv, "
                        "count(sid) AS m, 1 AS n FROM {pairs} GROUP BY f, r")
-        matched_sids = pairs_df.filter("sid IS NOT NULL").select("sid")
+        # (planned only if the insert pass joins them: a function, never None here)
+        matched_sids = pairs_df.filter("sid IS NOT NULL").select("sid") if pairs_df is not None else \
+            (lambda rows=pass1_rows: rows.filter("sid IS NOT NULL").select("sid"))
         if single_pass and (matched or by_source):
             # ONE job builds the pairs' bitmaps in Spark (the rows the vectors need anyway): the
             # per-file counts, the cardinality check and the matched source rows come from them
@@ -866,6 +883,22 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
             expr = F.when(cl == i, v) if expr is None else expr.when(cl == i, v)
         return expr
 
+    def insert_sql(f):
+        """``insert_value`` as SQL; None for a type without a plain CAST spelling."""
+        type_sql = _plain_type_sql(f.dataType)
+        if type_sql is None:
+            return None
+        cases = []
+        for i, vals in insert_values.items():
+            cols = list(vals)
+            if f.name in vals:
+                v = f"__isolde_i_{i}_{cols.index(f.name)}"
+            else:
+                default = S.default_expression(f)
+                v = f"({default})" if default else "NULL"
+            cases.append(f"WHEN {CLAUSE} = {i} THEN CAST({v} AS {type_sql})")
+        return f"CASE {' '.join(cases)} END AS {q(f.name)}"
+
     def target_value(f):
         base = old_value(f)
         expr = None
@@ -928,10 +961,10 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
             return rows.select(*new_values)
 
         if touched and single_pass:
-            # the rows an UPDATE or DELETE clause acts on (every other pair is kept as it is)
-            changes = pass1_rows.filter(cl.isin(update_idx + delete_idx or [-2])).select(
-                *[q(f.name) for f in struct.fields], FILE_COL, ROW_COL, target_action.alias(ACTION_COL),
-                *([S.column(kept_ids)] if kept_ids else []))
+            def changes():  # the rows an UPDATE or DELETE clause acts on (every other pair is kept)
+                return pass1_rows.filter(cl.isin(update_idx + delete_idx or [-2])).select(
+                    *[q(f.name) for f in struct.fields], FILE_COL, ROW_COL, target_action.alias(ACTION_COL),
+                    *([S.column(kept_ids)] if kept_ids else []))
         elif touched:
             def changes():  # built only if dml writes all touched files in one job
                 return changes_over(list(touched.values()), pass2_ids)
@@ -963,20 +996,27 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
         if not_matched and not all_matched:
             sel = ", ".join([f"{nm_case} AS {CLAUSE}"] + ins_cols)
             if matched_sids is None:  # no candidate file: no source row matches
-                src_rows = spark.sql(f"SELECT {sel} FROM {src_view} AS {sa}")
+                query = f"SELECT {sel} FROM {src_view} AS {sa}"
             elif matched_sid_values is not None and \
                     (matched := id_sets.membership_sql(matched_sid_values, f"{sa}.{SID}")) is not None:
                 # the matched ids as a literal (a list, or a bitmap): no broadcast job (none at
                 # all over a local source); an upsert of 100k rows: one job and ~0.1 s less
-                src_rows = spark.sql(f"SELECT {sel} FROM {src_view} AS {sa} WHERE NOT ({matched})")
+                query = f"SELECT {sel} FROM {src_view} AS {sa} WHERE NOT ({matched})"
             else:
                 if updated_on_driver is not None:  # pass 1 is not materialised: the ids from the driver
                     matched_sids = spark.createDataFrame(pa.table({"sid": pa.array(matched_sid_values, pa.int64())}))
-                ids = views.add(matched_sids, "matched")
+                ids = views.add(matched_sids() if callable(matched_sids) else matched_sids, "matched")
                 ids_hint = "/*+ BROADCAST(m) */" if n_matched <= BROADCAST_ROWS else ""
-                src_rows = spark.sql(f"SELECT {ids_hint} {sel} FROM {src_view} AS {sa} "
-                                     f"LEFT ANTI JOIN {ids} AS m ON {sa}.{SID} = m.sid")
-            inserted = src_rows.filter(cl >= 0).select(*[insert_value(f).alias(f.name) for f in struct.fields])
+                query = (f"SELECT {ids_hint} {sel} FROM {src_view} AS {sa} "
+                         f"LEFT ANTI JOIN {ids} AS m ON {sa}.{SID} = m.sid")
+            values = [insert_sql(f) for f in struct.fields]
+            if all(v is not None for v in values):
+                # the acting clause's test and the new rows' values in the same query: one
+                # Dataset step (each is an analysis of the plan), no Column built over py4j
+                inserted = spark.sql(f"SELECT {', '.join(values)} FROM ({query}) AS __isolde_ins WHERE {CLAUSE} >= 0")
+            else:
+                inserted = spark.sql(query).filter(cl >= 0).select(
+                    *[insert_value(f).alias(f.name) for f in struct.fields])
             if target.partition_columns and not single_pass:  # (dml does it with the updated rows)
                 # each partition's new rows in one task: one new file per partition, not one per
                 # partition and source split

@@ -1,4 +1,5 @@
-"""A deletion-vector DELETE's positions grouped on the driver (bounded_rows.collect_positions).
+"""A deletion-vector DELETE's positions grouped on the driver (bounded_rows.collect_positions, and
+``collect_live_positions`` for rows read with their files' deletion vectors not yet applied).
 
 A DELETE that finds at most ``bounded_rows.POSITION_ROWS`` rows brings their (file, row) pairs to
 the driver in one job with no shuffle and groups them by file there; one that finds more builds
@@ -11,7 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from isolde.executor import bounded_rows, dml
+from isolde.executor import bounded_rows, dml, row_bitmaps
+from isolde.executor.scan import FILE_COL, ROW_COL
 
 pytestmark = pytest.mark.spark
 
@@ -33,6 +35,19 @@ def _checked_positions(monkeypatch) -> list:
         return positions
 
     monkeypatch.setattr(bounded_rows, "collect_positions", record)
+    live = bounded_rows.collect_live_positions
+
+    def record_live(ctx, rows, files, after):
+        # rows read with the vectors not applied: the positions the driver keeps must be those
+        # Spark's bitmap aggregate finds once the vectors are applied to the same rows
+        positions = live(ctx, rows, files, after)
+        if positions is not None:
+            spark_built = row_bitmaps.positions_by_file(after.finish(rows), FILE_COL, ROW_COL)
+            assert {p: list(b) for p, b in positions.items()} == {p: list(b) for p, b in spark_built.items()}
+        taken.append(None if positions is None else sum(len(b) for b in positions.values()))
+        return positions
+
+    monkeypatch.setattr(bounded_rows, "collect_live_positions", record_live)
     return taken
 
 
@@ -60,6 +75,8 @@ def test_deletes_group_their_positions_on_the_driver(session, monkeypatch, table
         ("DELETE FROM t WHERE id % 10 = 5", lambda i, s, p: i % 10 == 5),  # every file and partition
         # files that already carry a deletion vector: old and new positions together
         ("DELETE FROM t WHERE id % 10 = 6 AND id < 2000", lambda i, s, p: i % 10 == 6 and i < 2000),
+        # rows it selects that are deleted already (id % 10 = 5) are neither counted nor found
+        ("DELETE FROM t WHERE id % 10 = 5 OR id % 20 = 0", lambda i, s, p: i % 10 == 5 or i % 20 == 0),
         ("DELETE FROM t WHERE s IS NULL AND p IS NULL", lambda i, s, p: s is None and p is None),
         # a subquery's join: the rows come out of a shuffle's tasks
         ("DELETE FROM t WHERE id IN (SELECT id FROM picks)", lambda i, s, p: i in (3, 1501, 3999)),
@@ -72,7 +89,7 @@ def test_deletes_group_their_positions_on_the_driver(session, monkeypatch, table
         want = {i: v for i, v in want.items() if i not in deleted}
         counts.append(len(deleted))
         _check(session, table_path, delta_rows, want)
-    assert taken == counts == [400, 200, 72, 3, 0]
+    assert taken == counts == [400, 200, 200, 72, 3, 0]
 
 
 def test_a_delete_past_the_bound_builds_its_bitmaps_in_spark(session, monkeypatch, table_path, delta_rows):

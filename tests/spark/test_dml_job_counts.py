@@ -135,15 +135,21 @@ def _last_commit(path: str) -> list:
 
 
 def test_many_deleted_rows_take_the_broadcast(session, spark, table, delta_rows):
-    """Past scan.DV_INLINE_MAX_ROWS deleted rows the vectors are broadcast: one job more."""
+    """Past scan.DV_INLINE_MAX_ROWS deleted rows an UPDATE's scan broadcasts the vectors: one
+    job more. A DELETE applies them on the driver to the positions it found: still one job."""
     from isolde.executor import scan as scan_module
 
     path, expected = table
     n = scan_module.DV_INLINE_MAX_ROWS
     session.execute(f"DELETE FROM pt WHERE id >= 100 AND id < {100 + n}")  # with 7 and 707: past the limit
     before = _jobs(spark)
-    session.execute("DELETE FROM pt WHERE id = 99")
+    session.execute("UPDATE pt SET v = -1.0 WHERE id = 98")
     assert _jobs(spark) - before == 2
+    before = _jobs(spark)
+    # id 100 is deleted already: neither found again nor counted
+    assert session.execute("DELETE FROM pt WHERE id = 99 OR id = 100").metrics["numDeletedRows"] == 1
+    assert _jobs(spark) - before == 1
+    expected[98] = (98, -1.0, expected[98][2])
     want = sorted(v for k, v in expected.items() if not (100 <= k < 100 + n or k == 99))
     assert sorted(tuple(r) for r in session.sql("SELECT id, v, s FROM pt").collect()) == want
     assert delta_rows(path, ["id", "v", "s"]) == want
