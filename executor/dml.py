@@ -99,6 +99,8 @@ class Target:
     partition_columns: list
     path: str
     name: str
+    # scans drop the rows deletion vectors delete first, and materialise them (live_rows_first)
+    live_rows_first: bool = False
 
     @property
     def columns(self) -> list[str]:
@@ -843,9 +845,14 @@ def scan_rows(ctx, target: Target, files, with_ids: bool = True, hidden: tuple =
     file-path join) and a TRUE ``__isolde_tgt`` flag (tells target rows from outer-join gaps)."""
     flag = f"true AS {TGT_FLAG}"
     if with_ids:
-        return scan(ctx, target.snapshot, target.path, files=files, with_row_ids=True, hidden=hidden, extra=[flag])
-    return scan(ctx, target.snapshot, target.path, files=files,
-                extra=[f"CAST(NULL AS STRING) AS {FILE_COL}", f"CAST(NULL AS BIGINT) AS {ROW_COL}", flag])
+        df = scan(ctx, target.snapshot, target.path, files=files, with_row_ids=True, hidden=hidden, extra=[flag])
+    else:
+        df = scan(ctx, target.snapshot, target.path, files=files,
+                  extra=[f"CAST(NULL AS STRING) AS {FILE_COL}", f"CAST(NULL AS BIGINT) AS {ROW_COL}", flag])
+    if target.live_rows_first and any(a.deletion_vector is not None
+                                      for a in (target.snapshot.all_files if files is None else files)):
+        df = df.localCheckpoint(eager=True)  # (live_rows_first)
+    return df
 
 
 
@@ -854,7 +861,12 @@ def scan_rows_for_join(ctx, target: Target, files, hidden: tuple = ()) -> tuple:
     (DataFrame with ``_isolde_ord``, ``scan.RowIdsAfterJoin``); see ``scan.scan_for_join``."""
     from isolde.executor.scan import scan_for_join
 
-    return scan_for_join(ctx, target.snapshot, target.path, files, hidden=hidden, extra=[f"true AS {TGT_FLAG}"])
+    df, after = scan_for_join(ctx, target.snapshot, target.path, files, hidden=hidden, extra=[f"true AS {TGT_FLAG}"])
+    if target.live_rows_first and after.deleted is not None:
+        # (live_rows_first) the deleted rows dropped before any join, the ordinals kept
+        df = after.deleted.drop_from(ctx.spark, df, keep_ordinal=True).localCheckpoint(eager=True)
+        after = replace(after, deleted=None)
+    return df, after
 
 
 def read_scope(target: Target, scope) -> list:
@@ -1067,11 +1079,17 @@ def _partitions_where(ctx, target: Target, files: list, condition: str, alias: s
 
 
 def run_update_delete(ctx, stmt, is_update: bool):
-    from isolde.planner.scope import conflict_scope
+    from isolde.executor.live_rows_first import retried
 
     started = time.time()
+    return retried(open_target(ctx, stmt.table), lambda target: _run_update_delete(ctx, stmt, is_update, target,
+                                                                                   started))
+
+
+def _run_update_delete(ctx, stmt, is_update: bool, target: Target, started: float):
+    from isolde.planner.scope import conflict_scope
+
     spark = ctx.spark
-    target = open_target(ctx, stmt.table)
     operation = "UPDATE" if is_update else "DELETE"
     where_sql = stmt.where.sql if stmt.where is not None else None
     parameters = {"predicate": predicates_json([where_sql] if where_sql else [])}
@@ -1172,7 +1190,8 @@ def run_update_delete(ctx, stmt, is_update: bool):
         # (no broadcast join of their bitmaps before the condition): the rows deleted already
         # are taken out of the positions found, on the driver (``bounded_rows``)
         deferred = None
-        if dv_only and not is_update and not nondet and not cdf.enabled(target.metadata):
+        if dv_only and not is_update and not nondet and not cdf.enabled(target.metadata) \
+                and not target.live_rows_first:
             unfiltered, deferred = scan_rows_for_join(ctx, target, files)
             flagged = flagged_over(files, only_true=True, df=unfiltered)
         else:

@@ -542,21 +542,24 @@ class DeletedRows:
         ordinals = np.concatenate([np.full(len(r), o, dtype=np.int32) for o, r in self.rows.items()])
         return pa.table({_ORD: ordinals, ROW_COL: np.concatenate(list(self.rows.values()))})
 
-    def drop_from(self, spark, df: DataFrame) -> DataFrame:
-        """``df`` (with ``_ORD`` and ``ROW_COL``) without the deleted rows, and without ``_ORD``."""
+    def drop_from(self, spark, df: DataFrame, keep_ordinal: bool = False) -> DataFrame:
+        """``df`` (with ``_ORD`` and ``ROW_COL``) without the deleted rows, and without ``_ORD``
+        unless ``keep_ordinal``."""
+        ordinal = () if keep_ordinal else (_ORD,)
         if self.cardinality <= DV_INLINE_MAX_ROWS:
             # a few deleted rows: a literal test per row, no table to broadcast (a job less)
             cases = " ".join(f"WHEN {o} THEN {ROW_COL} IN ({', '.join(map(str, r.tolist()))})"
                              for o, r in sorted(self.rows.items()))
-            return df.filter(f"NOT coalesce(CASE {_ORD} {cases} ELSE false END, false)").drop(_ORD)
+            return df.filter(f"NOT coalesce(CASE {_ORD} {cases} ELSE false END, false)").drop(*ordinal)
         if not self.use_bitmaps():
             keys = _arrow_df(spark, self.keys_table())
-            return df.join(F.broadcast(keys), on=[_ORD, ROW_COL], how="left_anti").drop(_ORD)
+            # (a join on the ordinal keeps the left side's column: drop then names that one)
+            return df.join(F.broadcast(keys), on=[_ORD, ROW_COL], how="left_anti").drop(*ordinal)
         words = _arrow_df(spark, self.words_table())
         bit = f"getbit(get({_WORDS}, CAST(shiftright({ROW_COL}, 6) AS INT)), CAST({ROW_COL} & 63 AS INT)) = 1"
         # a file without a vector, or a row past its last deleted one, finds no word: NULL, kept
         return (df.join(F.broadcast(words), on=_ORD, how="left")
-                .filter(f"NOT coalesce({bit}, false)").drop(_ORD, _WORDS))
+                .filter(f"NOT coalesce({bit}, false)").drop(*ordinal, _WORDS))
 
 
 def deleted_rows(table_path: str, files: Sequence, *, version: Optional[int] = None) -> Optional[DeletedRows]:

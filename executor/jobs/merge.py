@@ -501,14 +501,19 @@ def _clause_case(indexed) -> str:
 def run(ctx, stmt: ast.Merge):
     from isolde.planner.scope import conflict_scope, merge_join_keys
 
+    from isolde.executor.live_rows_first import retried
+
     started = time.time()
     spark = ctx.spark
-    target = dml.open_target(ctx, stmt.target)
-    views = dml.TempViews(spark)
-    try:
-        return _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys)
-    finally:
-        views.close()
+
+    def attempt(target):
+        views = dml.TempViews(spark)
+        try:
+            return _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys)
+        finally:
+            views.close()
+
+    return retried(dml.open_target(ctx, stmt.target), attempt)
 
 
 def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
