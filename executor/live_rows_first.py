@@ -28,11 +28,19 @@ def has_deleted_rows(snapshot) -> bool:
 
 
 def retried(target, run: Callable):
-    """``run(target)``; when Spark fails it (a job's error, not a plan's) and some file of the
-    target has a deletion vector, ``run`` again with the target's scans reading live rows first."""
+    """``run(target)``; when Spark fails it (a job's error, not a plan's, not a cancellation)
+    and some file of the target has a deletion vector, ``run`` again with the target's scans
+    reading live rows first."""
     try:
         return run(target)
     except (CapturedException, Py4JJavaError) as e:
-        if isinstance(e, AnalysisException) or target.live_rows_first or not has_deleted_rows(target.snapshot):
+        if isinstance(e, AnalysisException) or _cancelled(e) or target.live_rows_first \
+                or not has_deleted_rows(target.snapshot):
             raise
     return run(replace(target, live_rows_first=True))
+
+
+def _cancelled(error: Exception) -> bool:
+    """Was the job cancelled (Ctrl-C, ``Session.cancel``, a stopped context)? Never run again."""
+    text = str(error).lower()
+    return "cancel" in text or "sparkcontext was shut down" in text or "interrupted" in text

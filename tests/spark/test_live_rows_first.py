@@ -62,3 +62,39 @@ def test_a_live_row_that_raises_still_fails_the_statement(session, table_path, d
         assert "overflow" in str(err.value).lower()
     assert len(session.execute("DESCRIBE HISTORY t").rows) == version
     _check(session, table_path, delta_rows, want)
+
+
+def test_only_a_job_error_on_a_table_with_vectors_runs_again(spark):
+    """A cancelled job, a plan's error, or a table without vectors: the error, at once."""
+    from dataclasses import dataclass
+    from types import SimpleNamespace
+
+    from pyspark.errors.exceptions.captured import AnalysisException, CapturedException
+
+    from isolde.executor.live_rows_first import retried
+
+    @dataclass
+    class Target:
+        snapshot: object
+        live_rows_first: bool = False
+
+    with_vector = SimpleNamespace(all_files=[SimpleNamespace(deletion_vector=object())])
+    without = SimpleNamespace(all_files=[SimpleNamespace(deletion_vector=None)])
+    overflow = CapturedException(desc="[ARITHMETIC_OVERFLOW] integer overflow", stackTrace="")
+    cases = [
+        (overflow, with_vector, [False, True]),
+        (overflow, without, [False]),
+        (CapturedException(desc="Job 3 cancelled part of cancelled job group g", stackTrace=""), with_vector, [False]),
+        (AnalysisException(desc="[UNRESOLVED_COLUMN] x", stackTrace=""), with_vector, [False]),
+    ]
+    for error, snapshot, runs in cases:
+        seen = []
+
+        def run(target, error=error, seen=seen):
+            seen.append(target.live_rows_first)
+            raise error
+
+        with pytest.raises(type(error)):
+            retried(Target(snapshot), run)
+        assert seen == runs, (str(error), seen)
+    assert retried(Target(with_vector), lambda target: "done") == "done"
