@@ -184,14 +184,22 @@ class ParquetRead:
         every metadata field, the row index among them)."""
         if not self.guarded:
             return df
-        if not any(f.metadata for f in schema.fields if f.name in self.guarded):
+        items = self.items(schema)
+        if items is not None:
             # SQL items, no Column built per column over py4j (a select of Columns costs ~2x)
-            return df.selectExpr(*[f"nanvl({_quote(f.name)}, {_quote(f.name)}) AS {_quote(f.name)}"
-                                   if f.name in self.guarded else _quote(f.name) for f in schema.fields],
-                                 *(["_metadata"] if keep_metadata else []))
+            return df.selectExpr(*items, *(["_metadata"] if keep_metadata else []))
         cols = [F.nanvl(F.col(_quote(f.name)), F.col(_quote(f.name))).alias(f.name, metadata=f.metadata or {})
                 if f.name in self.guarded else F.col(_quote(f.name)) for f in schema.fields]
         return df.select(*cols, *([F.col("_metadata")] if keep_metadata else []))
+
+    def items(self, schema: T.StructType) -> Optional[list]:
+        """SQL select items for ``schema``'s columns, the guarded ones behind ``nanvl``, for a
+        scan's first select (each select is one more analysis of the plan); None when a guarded
+        column carries metadata, which a SQL item would lose (``guard`` selects Columns)."""
+        if any(f.metadata for f in schema.fields if f.name in self.guarded):
+            return None
+        return [f"nanvl({_quote(f.name)}, {_quote(f.name)}) AS {_quote(f.name)}" if f.name in self.guarded
+                else _quote(f.name) for f in schema.fields]
 
 
 def read_plan(schema: T.StructType, files: Sequence) -> ParquetRead:
@@ -254,6 +262,20 @@ class RowIdsAfterJoin:
     spark: object
     paths: tuple  # AddFile.path by file ordinal
     deleted: Optional["DeletedRows"]
+
+    def file_path_sql(self) -> Optional[str]:
+        """The SQL of a row's ``_isolde_file`` by its ``_isolde_ord`` (``live`` then a select of
+        this: ``finish`` in fewer plan steps); None where ``finish`` must do it (a broadcast of
+        the paths, or a path that is not plain text)."""
+        if not self.paths:
+            return "CAST(NULL AS STRING)"
+        return _array_get_sql(list(self.paths)) if len(self.paths) <= MAP_LOOKUP_MAX_FILES else None
+
+    def live(self, df: DataFrame) -> DataFrame:
+        """``df`` without the deleted rows; ``_isolde_ord`` (and a helper column) may stay: the
+        caller's next select names the columns it keeps."""
+        return self.deleted.drop_from(self.spark, df, keep_ordinal=True, tidy=False) if self.deleted is not None \
+            else df
 
     def finish(self, df: DataFrame) -> DataFrame:
         """``df`` (a join's output with the scan's ``_isolde_ord`` and ``_isolde_row``) without
@@ -348,16 +370,24 @@ def _scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Seque
                          else S.column(p.name).alias(f.name)
                          for p, f in zip(phys.fields, data_struct.fields)],
                        *[F.col(_quote(h)) for h in hidden], *([F.col("_metadata")] if need_keys else []))
+        columns = [_quote(f.name) for f in data_struct.fields] + [_quote(h) for h in hidden]
     else:
         read = T.StructType(data_struct.fields + hidden_fields)
         plan = read_plan(read, files)
-        df = plan.guard(read_parquet(spark.read.schema(read), list(map(_exact, local)), plan.options), read,
-                        keep_metadata=need_keys)
-    if not need_keys:
-        return df.selectExpr(*[_quote(f.name) for f in struct.fields], *extra)
+        df = read_parquet(spark.read.schema(read), list(map(_exact, local)), plan.options)
+        # the guard's nanvl items go into the scan's next select, not a select of their own;
+        # unless ``extra`` would be in that select too: its items must see the guarded columns
+        # (a filter on an item over a raw float column would be pushed into the reader)
+        columns = plan.items(read) if need_keys or not extra else None
+        if columns is None:
+            df = plan.guard(df, read, keep_metadata=need_keys)
+            columns = [_quote(f.name) for f in read.fields]
+    if not need_keys:  # (no partition column: the struct's columns are the data columns read)
+        return df.selectExpr(*columns[:len(struct.fields)], *extra)
     if not with_row_ids and not with_file_keys and not has_dv and _one_partition(files):
         # every file in one partition: its values are literals (no _metadata.file_path lookup per row)
-        df = _with_literal_partition(df, struct, parts, metadata, files[0].partition_values)
+        df = _with_literal_partition(df, struct, parts, metadata, files[0].partition_values,
+                                     dict(zip([f.name for f in data_struct.fields], columns)))
         return df.selectExpr("*", *extra) if extra else df
 
     # each row's file key and position; added by the same select as the file ordinal where one
@@ -372,33 +402,37 @@ def _scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Seque
     for p in parts:
         lookups["__p_" + p] = [_partition_value(a.partition_values, physical.get(p, p)) for a in files]
     deleted = deleted_rows(table_path, files, version=snapshot.version) if has_dv else None
+    looked_up = {}  # lookup column -> the SQL of its value in the scan's last select
     if not lookups and deleted is None and not defer:
-        df = df.selectExpr("*", *carried)  # every vector is empty: no value per file is needed
+        df = df.selectExpr(*columns, *carried)  # every vector is empty: no value per file is needed
     elif len(files) > MAP_LOOKUP_MAX_FILES:
         # a broadcast join on the path string. (On the size it was slower: 10M rows in 1,230
         # files, an id scan with the join's file ordinal 1.35 s by path, 1.63 s by size with
         # the path compared for colliding sizes, 2.27 s by size alone.)
-        columns = {_KEY: pa.array(keys, pa.string()), _ORD: pa.array(range(len(files)), pa.int32())}
+        by_file = {_KEY: pa.array(keys, pa.string()), _ORD: pa.array(range(len(files)), pa.int32())}
         for name, values in lookups.items():
-            columns[name] = pa.array(values, pa.string())
-        df = df.selectExpr("*", *carried).join(F.broadcast(_arrow_df(spark, pa.table(columns))), on=_KEY, how="inner")
+            by_file[name] = pa.array(values, pa.string())
+        df = df.selectExpr(*columns, *carried).join(F.broadcast(_arrow_df(spark, pa.table(by_file))),
+                                                   on=_KEY, how="inner")
+        looked_up = {name: _quote(name) for name in lookups}
     else:
-        df = _with_file_ordinals(df, files, keys, lookups, carried)
+        df, looked_up = _with_file_ordinals(df, files, keys, lookups, [*columns, *carried])
     if deleted is not None and not defer:
-        df = deleted.drop_from(spark, df)
+        # (the ordinal kept: the last select looks the files' values up by it)
+        df = deleted.drop_from(spark, df, keep_ordinal=True)
 
     out = []
     for f in struct.fields:
         if f.name.lower() in part_lower:
             source = next(p for p in parts if p.lower() == f.name.lower())
-            out.append(f"{_partition_sql(_quote('__p_' + source), f.dataType)} AS {_quote(f.name)}")
+            out.append(f"{_partition_sql(looked_up['__p_' + source], f.dataType)} AS {_quote(f.name)}")
         else:
             out.append(_quote(f.name))
     out += [_quote(h) for h in hidden]
     if defer:
         return df.selectExpr(*out, _ORD, ROW_COL, *extra), deleted
     if with_row_ids:
-        out += [FILE_COL, ROW_COL]
+        out += [f"{looked_up[FILE_COL]} AS {FILE_COL}", ROW_COL]
     elif with_file_keys:
         out += [FILE_KEY_COL, ROW_COL]
     return df.selectExpr(*out, *extra)
@@ -408,9 +442,11 @@ def _size_known(add) -> bool:
     return isinstance(add.size, int) and add.size > 0
 
 
-def _with_file_ordinals(df: DataFrame, files: Sequence, keys: list, lookups: dict, carried=()) -> DataFrame:
-    """``df`` (a read with its ``_metadata``) with the ``carried`` columns (SQL items), each row's file
-    ordinal (``_ORD``) and its file's ``lookups`` values.
+def _with_file_ordinals(df: DataFrame, files: Sequence, keys: list, lookups: dict, first=()) -> tuple:
+    """(``df`` (a read with its ``_metadata``) as the ``first`` SQL items and each row's file
+    ordinal (``_ORD``), the SQL of each of ``lookups``' values for a row: its file's, by the
+    ordinal). The lookups are left to the scan's last select (one select less), unless a value
+    is not plain text: then they are columns of ``df`` and their SQL is their name.
 
     A row's file is found by ``_metadata.file_size`` when no other file of the scan has that
     size (the usual case), by its path only among files whose sizes collide (tiny files of one
@@ -434,17 +470,16 @@ def _with_file_ordinals(df: DataFrame, files: Sequence, keys: list, lookups: dic
         found.append(_map_lookup_sql([k for k, _ in paths], [i for _, i in paths], key="_metadata.file_path"))
     # SQL items where every literal is plain: no Column built per item over py4j
     if all(x is not None for x in found):
-        df = df.selectExpr("*", *carried, f"coalesce({', '.join(found)}, {missing}) AS {_ORD}")
+        df = df.selectExpr(*first, f"coalesce({', '.join(found)}, {missing}) AS {_ORD}")
     else:
         found = [F.expr(x) if x is not None else _map_lookup([k for k, _ in paths], [i for _, i in paths],
                                                               key="_metadata.file_path") for x in found]
-        df = df.selectExpr("*", *carried).select("*", F.coalesce(*found, F.expr(missing)).alias(_ORD))
-    if not lookups:
-        return df
+        df = df.selectExpr(*first, "_metadata").select("*", F.coalesce(*found, F.expr(missing)).alias(_ORD))
     values_sql = {name: _array_get_sql(values) for name, values in lookups.items()}
     if all(x is not None for x in values_sql.values()):
-        return df.selectExpr("*", *[f"{x} AS {_quote(name)}" for name, x in values_sql.items()])
-    return df.select("*", *[_array_get(values).alias(name) for name, values in lookups.items()])
+        return df, values_sql
+    return (df.select("*", *[_array_get(values).alias(name) for name, values in lookups.items()]),
+            {name: _quote(name) for name in lookups})
 
 
 def file_keys(ctx, table_path: str, files: Sequence) -> list[str]:
@@ -542,24 +577,29 @@ class DeletedRows:
         ordinals = np.concatenate([np.full(len(r), o, dtype=np.int32) for o, r in self.rows.items()])
         return pa.table({_ORD: ordinals, ROW_COL: np.concatenate(list(self.rows.values()))})
 
-    def drop_from(self, spark, df: DataFrame, keep_ordinal: bool = False) -> DataFrame:
+    def drop_from(self, spark, df: DataFrame, keep_ordinal: bool = False, tidy: bool = True) -> DataFrame:
         """``df`` (with ``_ORD`` and ``ROW_COL``) without the deleted rows, and without ``_ORD``
-        unless ``keep_ordinal``."""
-        ordinal = () if keep_ordinal else (_ORD,)
+        unless ``keep_ordinal``. Without ``tidy`` no column is dropped (``_ORD`` and a helper
+        column may stay): for a caller whose next select names its columns (a drop is one more
+        analysis of the plan)."""
+        def dropped(out, *helpers):
+            gone = [c for c in ((() if keep_ordinal else (_ORD,)) + helpers) if tidy]
+            return out.drop(*gone) if gone else out
+
         if self.cardinality <= DV_INLINE_MAX_ROWS:
             # a few deleted rows: a literal test per row, no table to broadcast (a job less)
             cases = " ".join(f"WHEN {o} THEN {ROW_COL} IN ({', '.join(map(str, r.tolist()))})"
                              for o, r in sorted(self.rows.items()))
-            return df.filter(f"NOT coalesce(CASE {_ORD} {cases} ELSE false END, false)").drop(*ordinal)
+            return dropped(df.filter(f"NOT coalesce(CASE {_ORD} {cases} ELSE false END, false)"))
         if not self.use_bitmaps():
             keys = _arrow_df(spark, self.keys_table())
             # (a join on the ordinal keeps the left side's column: drop then names that one)
-            return df.join(F.broadcast(keys), on=[_ORD, ROW_COL], how="left_anti").drop(*ordinal)
+            return dropped(df.join(F.broadcast(keys), on=[_ORD, ROW_COL], how="left_anti"))
         words = _arrow_df(spark, self.words_table())
         bit = f"getbit(get({_WORDS}, CAST(shiftright({ROW_COL}, 6) AS INT)), CAST({ROW_COL} & 63 AS INT)) = 1"
         # a file without a vector, or a row past its last deleted one, finds no word: NULL, kept
-        return (df.join(F.broadcast(words), on=_ORD, how="left")
-                .filter(f"NOT coalesce({bit}, false)").drop(*ordinal, _WORDS))
+        return dropped(df.join(F.broadcast(words), on=_ORD, how="left").filter(f"NOT coalesce({bit}, false)"),
+                       _WORDS)
 
 
 def deleted_rows(table_path: str, files: Sequence, *, version: Optional[int] = None) -> Optional[DeletedRows]:
@@ -593,8 +633,10 @@ def _sql_string(value: Optional[str]) -> str:
     return "CAST(NULL AS STRING)" if value is None else f"'{value}'"
 
 
-def _with_literal_partition(df: DataFrame, struct, parts, metadata, values: dict) -> DataFrame:
-    """The table's columns, the partition columns being the literals of ``values``."""
+def _with_literal_partition(df: DataFrame, struct, parts, metadata, values: dict, columns=None) -> DataFrame:
+    """The table's columns, the partition columns being the literals of ``values``; ``columns``:
+    the SQL item of each data column (default: its name)."""
+    columns = columns or {}
     physical = S.logical_to_physical(metadata)
     part_lower = {p.lower() for p in parts}
     raw = {}
@@ -604,9 +646,9 @@ def _with_literal_partition(df: DataFrame, struct, parts, metadata, values: dict
             raw[f.name] = _partition_value(values, physical.get(source, source))
     if all(_plain_text(v) for v in raw.values()):  # one py4j call, not a few per column
         return df.selectExpr(*[f"{_partition_sql(_sql_string(raw[f.name]), f.dataType)} AS {_quote(f.name)}"
-                               if f.name in raw else _quote(f.name) for f in struct.fields])
+                               if f.name in raw else columns.get(f.name, _quote(f.name)) for f in struct.fields])
     return df.select(*[_cast_partition(F.lit(raw[f.name]).cast("string"), f.dataType).alias(f.name)
-                       if f.name in raw else F.col(_quote(f.name)) for f in struct.fields])
+                       if f.name in raw else F.expr(columns.get(f.name, _quote(f.name))) for f in struct.fields])
 
 
 def _quote(name: str) -> str:

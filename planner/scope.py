@@ -107,6 +107,9 @@ class JoinKey:
     target_column: str
     source_sql: str
     null_safe: bool = False
+    #: the source column's name when ``source_sql`` is just that column (not nested): the
+    #: comparison's type then follows from the two columns' types, with no query to analyse
+    source_column: Optional[str] = field(default=None, compare=False)
 
 
 KeyValues = Union[KeyRange, Sequence[Any]]
@@ -330,7 +333,11 @@ def _join_key(resolver: Resolver, tree: exp.Expression) -> Optional[JoinKey]:
             continue
         a = resolver.analyse(other)
         if a.analysable and a.sides == {"source"}:
-            return JoinKey(name, to_sql(other), isinstance(node, exp.NullSafeEQ))
+            column = None
+            if isinstance(other, exp.Column):
+                other_side, other_name, other_nested = resolver.classify(other)
+                column = other_name if other_side == "source" and not other_nested else None
+            return JoinKey(name, to_sql(other), isinstance(node, exp.NullSafeEQ), column)
     return None
 
 

@@ -134,11 +134,29 @@ class SourceSummary:
     comparison_types: dict = field(default_factory=dict)
 
 
-def _comparison_types(spark, src_view: str, s_alias: str, keys, target_types: dict) -> list:
+#: types whose equality with the same type involves no coercion and no collation: a key that is a
+#: source column of the target column's type (one of these) compares in that type
+_SAME_TYPE_KEYS = frozenset(["TINYINT", "SMALLINT", "INT", "BIGINT", "STRING", "BOOLEAN", "DATE", "TIMESTAMP",
+                             "TIMESTAMP_NTZ"])
+
+
+def _same_type_key(k, t: str, src_struct) -> bool:
+    """Whether ON's ``k`` compares a plain source column with a target column of type ``t`` of
+    the same type (``_SAME_TYPE_KEYS``): Spark's comparison is then in ``t``, known without
+    analysing a query (a view and an analysis per key)."""
+    if k.source_column is None or src_struct is None or t.upper() not in _SAME_TYPE_KEYS:
+        return False
+    found = [f for f in src_struct.fields if f.name.lower() == k.source_column.lower()]
+    return len(found) == 1 and found[0].dataType.simpleString().upper() == t.upper()
+
+
+def _comparison_types(spark, src_view, s_alias: str, keys, target_types: dict, src_struct=None) -> list:
     """Spark's type for each ``<source key> = <target column>`` of ON (after its own type
     coercion: a STRING source key against an INT target compares as BIGINT), or None where
     Spark refuses the comparison. Key sets and ranges must be computed in this type: in the
-    source's own type a range of strings is lexicographic and misses matching numbers."""
+    source's own type a range of strings is lexicographic and misses matching numbers.
+    ``src_view``: the source's view, or a function making it (called only when a key's type
+    is not read from ``src_struct``, the source's schema)."""
     lower_types = {name.lower(): t for name, t in target_types.items()}
     out: list = []
     for k in keys:
@@ -146,6 +164,11 @@ def _comparison_types(spark, src_view: str, s_alias: str, keys, target_types: di
         if t is None:
             out.append(None)
             continue
+        if _same_type_key(k, t, src_struct):
+            out.append(t.upper())  # (as Spark writes the type)
+            continue
+        if callable(src_view):
+            src_view = src_view()
         try:
             plan = spark.sql(f"SELECT ({k.source_sql}) = CAST(NULL AS {t}) FROM {src_view} AS {q(s_alias)}")
             comparison = plan._jdf.queryExecution().analyzed().projectList().apply(0).child()
@@ -217,11 +240,11 @@ def _summary_row(rows: list, n_keys: int, all_typed: bool) -> tuple:
 
 
 def _summarise_source(spark, src_view: str, s_alias: str, keys, target_types: dict,
-                      local: bool = False) -> SourceSummary:
+                      local: bool = False, src_struct=None) -> SourceSummary:
     from isolde.planner.predicates import TimestampMicros as _Micros
     from isolde.planner.scope import KeyRange
 
-    cmp_types = _comparison_types(spark, src_view, s_alias, keys, target_types)
+    cmp_types = _comparison_types(spark, src_view, s_alias, keys, target_types, src_struct)
     usable = [(k, t) for k, t in zip(keys, cmp_types) if t is not None]
     exprs = ["count(*)"]
     values = []  # per usable key: the expression whose values are collected
@@ -296,8 +319,11 @@ class _ObservedSummary:
     def of(cls, spark, views, src_df, s_alias: str, keys, target_types: dict) -> Optional["_ObservedSummary"]:
         """The observed summary of ``src_df``, or None where the aggregate job must do it (a
         key of another type, or a plan Spark would not observe)."""
-        view = views.add(src_df, "source_types")  # for the comparison types: analysis only
-        usable = [(k, t) for k, t in zip(keys, _comparison_types(spark, view, s_alias, keys, target_types))
+        def view():  # for the comparison types not read from the schema: analysis only
+            return views.add(src_df, "source_types")
+
+        usable = [(k, t) for k, t in zip(keys, _comparison_types(spark, view, s_alias, keys, target_types,
+                                                                 src_df.schema))
                   if t is not None]
         if not all(t.upper() in cls.PLAIN_TYPES for _, t in usable):
             return None
@@ -570,7 +596,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     # ---- scope
     with phase("source"):
         summary = observed.summary(spark, src_view) if observed is not None and observed.complete else \
-            _summarise_source(spark, src_view, s_alias, keys, types, local=local is not None)
+            _summarise_source(spark, src_view, s_alias, keys, types, local=local is not None, src_struct=src_struct)
     key_values, n_source = summary.key_values, summary.rows
     scope = conflict_scope(stmt, types, target.partition_columns, stmt.target_alias, key_values,
                            source_columns=src_cols, **target.scope_flags(),
@@ -754,11 +780,18 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                         if generated is not None:
                             joined, pairing = joined.replace(hint, "", 1), f"{generated} WHERE ({on})"
             pass1_rows = spark.sql(f"SELECT {joined} FROM {views.add(target_rows, 'target')} AS {ta} {pairing}")
-            pass1_rows = after_join.finish(pass1_rows)
+            file_path = after_join.file_path_sql() if not kept_ids else None
+            if file_path is not None:
+                # the deleted rows dropped, the path added by the select below: two plan steps
+                # fewer than ``finish`` (the path's select, a drop)
+                pass1_rows = after_join.live(pass1_rows)
+                file_col = F.expr(file_path).alias(FILE_COL)
+            else:
+                pass1_rows, file_col = after_join.finish(pass1_rows), F.col(FILE_COL)
             if by_source:
                 pass1_rows = pass1_rows.filter(f"sid IS NOT NULL OR {CLAUSE} >= 0")
             pass1_rows = pass1_rows.select(*[acting_value(f).alias(f.name) for f in struct.fields],
-                                           FILE_COL, ROW_COL, "sid", CLAUSE,
+                                           file_col, ROW_COL, "sid", CLAUSE,
                                            *([stable_row_id(files, kept_ids)] if kept_ids else []))
             if matched and not by_source and n_source <= few_rows.FEW_ROWS:
                 # a few source rows: their pairs come to the driver in one job, no checkpoint

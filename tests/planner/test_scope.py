@@ -191,6 +191,19 @@ def test_merge_join_keys():
     assert merge_join_keys(merge("t.id = t.v"), COLS) == []
 
 
+def test_merge_join_keys_name_a_plain_source_column():
+    """``source_column`` says which keys are a source column as it is (their comparison type
+    follows from the schemas); an expression, or a source whose columns are unknown, has none."""
+    src = ["ID", "k", "st"]
+    cases = [("t.id = s.id", "ID"), ("t.id = s.k + 1", None), ("t.id = upper(s.k)", None), ("s.k <=> t.id", "k"),
+             ("t.id = k", "k")]
+    for on, want in cases:
+        (key,) = merge_join_keys(merge(on), COLS, source_columns=src)
+        assert key.source_column == want, on
+    (key,) = merge_join_keys(merge("t.id = s.id"), COLS)  # the source's columns unknown: no name
+    assert key.source_column is None
+
+
 def test_key_predicate_literals():
     assert key_predicate("id", [2.5]) == "id = 2.5D"
     # NaN is a value Spark joins on (NaN = NaN) and orders last: written as a typed literal

@@ -165,3 +165,39 @@ def test_point_merge_from_a_query_source_collects_no_key_set(session, spark, del
         assert jobs <= 4, jobs  # with a job collecting the key's one value it was 5
     assert dict(session.execute("SELECT id, v FROM pt").rows) == expected
     assert dict(delta_rows(table_path(session, "pt"), ["id", "v"])) == expected
+
+
+def test_comparison_types_read_from_the_schemas_are_sparks(spark):
+    """A key that is a source column of the target column's own type (``_SAME_TYPE_KEYS``) takes
+    its comparison type from the two schemas, with no query analysed; it is the type Spark's own
+    analysis of the comparison gives. Other pairs (a coercion, a collation, an expression) are
+    still asked of Spark, and agree with it by construction."""
+    values = {"TINYINT": "CAST(1 AS TINYINT)", "SMALLINT": "CAST(1 AS SMALLINT)", "INT": "1", "BIGINT": "1L",
+              "STRING": "'1'", "BOOLEAN": "true", "DATE": "DATE'2024-01-01'",
+              "TIMESTAMP": "TIMESTAMP'2024-01-01 00:00:00'", "TIMESTAMP_NTZ": "TIMESTAMP_NTZ'2024-01-01 00:00:00'",
+              "LCASE": "'a' COLLATE UTF8_LCASE", "DOUBLE": "1D"}
+    src = spark.sql("SELECT " + ", ".join(f"{v} AS c_{k.lower()}" for k, v in values.items()))
+    struct = src.schema
+    same = {k: k for k in M._SAME_TYPE_KEYS}
+    other = {"INT": "BIGINT", "STRING": "INT", "LCASE": "STRING", "DOUBLE": "DOUBLE", "BIGINT": "DECIMAL(20,0)"}
+    views = dml.TempViews(spark)
+    try:
+        view = views.add(src, "source")
+        for pairs in (same, other):
+            keys = [JoinKey(f"x_{i}", f"s.c_{s.lower()}", source_column=f"c_{s.lower()}")
+                    for i, s in enumerate(pairs)]
+            types = {f"x_{i}": t.lower() for i, t in enumerate(pairs.values())}
+            asked = M._comparison_types(spark, view, "s", keys, types)  # every key analysed by Spark
+            calls = []
+
+            def lazy_view():
+                calls.append(1)
+                return view
+
+            read = M._comparison_types(spark, lazy_view, "s", keys, types, struct)
+            assert read == asked, pairs
+            assert None not in asked
+            # the same-type keys needed no view (no analysis); the others did
+            assert (calls == []) == (pairs is same), pairs
+    finally:
+        views.close()
