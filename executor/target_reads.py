@@ -115,11 +115,13 @@ def _statement_parts(stmt) -> tuple[list, list]:
     return trees, refs
 
 
-def statement_reads_target(ctx, target_path: str, stmt) -> Optional[str]:
+def statement_reads_target(ctx, target_path: str, stmt, resolved: Optional[dict] = None) -> Optional[str]:
     """Why a write's parts other than its target (WHERE / SET / ON / source) read the table at
     ``target_path`` under some name, or None. CTE names are not tables. For an INSERT, a
     reference by the target's own name is left to the planner (it scopes a simple
-    ``SELECT ... FROM t WHERE ...``); any other spelling of the target is reported."""
+    ``SELECT ... FROM t WHERE ...``); any other spelling of the target is reported.
+    ``resolved``: DataFrames the statement has looked up already (``spark.table(name)`` by
+    name), not looked up again (each lookup is an analysis)."""
     trees, refs = _statement_parts(stmt)
     own = None
     if isinstance(stmt, ast.Insert) and stmt.table.path is None and stmt.table.parts:
@@ -160,7 +162,8 @@ def statement_reads_target(ctx, target_path: str, stmt) -> Optional[str]:
         if ref.path is not None:
             continue
         try:
-            df = ctx.spark.table(".".join(ref.parts))
+            df = (resolved or {}).get(".".join(ref.parts))
+            df = ctx.spark.table(".".join(ref.parts)) if df is None else df
         except Exception:
             continue  # not a table anywhere: the statement itself will fail on it
         why = dataframe_reads(df, folder)

@@ -560,6 +560,9 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
 
     # ---- source
     src_df = _source_df(ctx, stmt, target, views)
+    # (a source view looked up here is not looked up again by statement_reads_target)
+    looked_up = {stmt.source.name: src_df} if isinstance(stmt.source, ast.TableRef) and stmt.source.path is None \
+        and stmt.source.parts else {}
     src_cols = list(src_df.columns)
     src_struct = src_df.schema
     types = target.column_types
@@ -600,7 +603,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     key_values, n_source = summary.key_values, summary.rows
     scope = conflict_scope(stmt, types, target.partition_columns, stmt.target_alias, key_values,
                            source_columns=src_cols, **target.scope_flags(),
-                           target_read=statement_reads_target(ctx, target.path, stmt))
+                           target_read=statement_reads_target(ctx, target.path, stmt, looked_up))
     files = dml.read_scope(target, scope)
     by_path = {a.path: a for a in files}
 
@@ -705,6 +708,27 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
             expr = F.when(cl == i, value) if expr is None else expr.when(cl == i, value)
         return expr if expr is not None else F.lit(None).cast(f.dataType)
 
+    # each update clause's assigned columns as (column -> value column), when every assignment
+    # sets a whole top-level column: then ``acting_sql`` writes the values as SQL
+    flat_updates = {}
+    for i, pairs in update_values.items():
+        resolved = [dml.resolve_column_path(struct, tuple(a.column), target.name) for a, _ in pairs]
+        if any(nested for _, nested, _ in resolved):
+            flat_updates = None
+            break
+        flat_updates[i] = {name: f"__isolde_v_{i}_{j}" for j, (name, _, _) in enumerate(resolved)}
+
+    def acting_sql(f):
+        """``acting_value`` as a SQL select item (no Column built over py4j); None where a type
+        has no plain CAST spelling or an assignment sets a nested field."""
+        type_sql = _plain_type_sql(f.dataType)
+        if type_sql is None or flat_updates is None:
+            return None
+        old = q(f.name) if f.name.lower() in old_names else "NULL"
+        cases = " ".join(f"WHEN {CLAUSE} = {i} THEN CAST({cols.get(f.name, old)} AS {type_sql})"
+                         for i, cols in flat_updates.items())
+        return f"CASE {cases} END AS {q(f.name)}" if cases else f"CAST(NULL AS {type_sql}) AS {q(f.name)}"
+
     # join strategy: the source is usually the small side. Broadcast it when small, else hash it
     # (a shuffled hash join never sorts the target side); FULL OUTER cannot broadcast.
     broadcast = n_source <= BROADCAST_ROWS
@@ -790,9 +814,13 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                 pass1_rows, file_col = after_join.finish(pass1_rows), F.col(FILE_COL)
             if by_source:
                 pass1_rows = pass1_rows.filter(f"sid IS NOT NULL OR {CLAUSE} >= 0")
-            pass1_rows = pass1_rows.select(*[acting_value(f).alias(f.name) for f in struct.fields],
-                                           file_col, ROW_COL, "sid", CLAUSE,
-                                           *([stable_row_id(files, kept_ids)] if kept_ids else []))
+            acting = [acting_sql(f) for f in struct.fields]
+            if file_path is not None and all(x is not None for x in acting):
+                pass1_rows = pass1_rows.selectExpr(*acting, f"{file_path} AS {FILE_COL}", ROW_COL, "sid", CLAUSE)
+            else:
+                pass1_rows = pass1_rows.select(*[acting_value(f).alias(f.name) for f in struct.fields],
+                                               file_col, ROW_COL, "sid", CLAUSE,
+                                               *([stable_row_id(files, kept_ids)] if kept_ids else []))
             if matched and not by_source and n_source <= few_rows.FEW_ROWS:
                 # a few source rows: their pairs come to the driver in one job, no checkpoint
                 with phase("find"):
