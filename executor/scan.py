@@ -94,6 +94,8 @@ _ENCODER_CHECKED: dict = {}
 
 def _python_key(local_path: str) -> str:
     """java.net.URI's quoting of a path (what Hadoop's Path.toUri() produces), in Python."""
+    if _URI_SAFE.issuperset(local_path):  # nothing to quote (one set test, not one per character)
+        return "file:" + local_path
     out = []
     for ch in local_path:
         if ch in _URI_SAFE or (ord(ch) > 127 and not ch.isspace() and ch.isprintable()):
@@ -220,8 +222,10 @@ def read_plan(schema: T.StructType, files: Sequence) -> ParquetRead:
 def read_parquet(reader, paths: list, options: Mapping[str, str]) -> DataFrame:
     """``reader.parquet(*paths)`` with ``options`` (``ParquetRead.options``). Past a few paths they
     reach the JVM as one string: py4j builds a list argument one element per round trip (1,230
-    paths: 0.21-0.27 -> 0.13-0.19 s)."""
-    reader = reader.options(**options)
+    paths: 0.21-0.27 -> 0.13-0.19 s). ``recursiveFileLookup``: Spark infers no partition from
+    the paths (each file's folder is its own base path, so none would be found; its partition
+    values come from the log), 98 -> 84 ms for 1,230 files."""
+    reader = reader.options(**options, recursiveFileLookup="true")
     if len(paths) <= 16 or any("\0" in p for p in paths):
         return reader.parquet(*paths)
     jvm = reader._spark._jvm

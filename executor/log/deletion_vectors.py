@@ -10,6 +10,7 @@ size, the payload and a big-endian CRC-32 of the payload.
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import struct
@@ -94,14 +95,20 @@ def _table_root(table_path: str) -> str:
     return table_path
 
 
+@functools.lru_cache(maxsize=65536)
+def _relative_dv_path(encoded: str) -> str:
+    """A 'u' descriptor's ``<prefix>/deletion_vector_<uuid>.bin`` (the uuid z85-decoded once per
+    descriptor: a statement over 1,220 files with vectors asked 4,900 times)."""
+    prefix, uuid_text = encoded[:-20], encoded[-20:]
+    name = f"deletion_vector_{uuid.UUID(bytes=z85_decode(uuid_text))}.bin"
+    return os.path.join(prefix, name) if prefix else name
+
+
 def dv_file_path(table_path: str, descriptor: DeletionVectorDescriptor) -> str:
     """The local path of a file-backed DV ('u' relative uuid or 'p' absolute path)."""
     if descriptor.storage_type == "u":
-        encoded = descriptor.path_or_inline_dv
-        prefix, uuid_text = encoded[:-20], encoded[-20:]
-        file_uuid = uuid.UUID(bytes=z85_decode(uuid_text))
-        name = f"deletion_vector_{file_uuid}.bin"
-        return os.path.join(_table_root(table_path), prefix, name) if prefix else os.path.join(_table_root(table_path), name)
+        relative = _relative_dv_path(descriptor.path_or_inline_dv)
+        return os.path.join(_table_root(table_path), relative)
     if descriptor.storage_type == "p":
         return _table_root(descriptor.path_or_inline_dv)
     raise ValueError(f"deletion vector storage type {descriptor.storage_type!r} has no file")
