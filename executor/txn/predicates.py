@@ -466,7 +466,7 @@ class _FileSummaries(Mapping):
         if key not in self.columns:
             return None
         for name, raw in self.add.partition_values.items():
-            if name.lower() == key:  # (partition values win over stats, as ``update`` did)
+            if name.lower() == key:  # a partition value wins over stats of the same name
                 return partition_summaries({name: raw}, self.columns)[key]
         original = self._stats_names().get(key)
         if original is None:
@@ -490,12 +490,6 @@ class _FileSummaries(Mapping):
         if got is None:
             raise KeyError(key)
         return got
-
-    def get(self, key, default=None):
-        try:
-            return self[key]
-        except KeyError:
-            return default
 
     def __iter__(self):
         return iter(self.names())
