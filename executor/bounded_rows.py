@@ -22,12 +22,14 @@ whatever the fraction changed.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from isolde.executor.scan import FILE_COL, ROW_COL
+from isolde.executor.scan import FILE_COL, ORD_COL, ROW_COL
 
 # (file, row) pairs a DELETE brings to the driver (``collect_positions``); past them Spark builds
 # the bitmaps. A DELETE writes no row, so unlike an UPDATE's rows (``driver_write.COUNTED_ROWS``)
@@ -36,12 +38,18 @@ POSITION_ROWS = 262_144
 
 
 def collect_changed(ctx, target, metadata, rows: DataFrame, row_ids: Optional[str], files, passthrough=(),
-                    only_where=None):
+                    only_where=None, paths: Optional[Sequence[str]] = None):
     """An Arrow table of ``rows`` (changed rows over the candidate ``files``) as they are
     written (the table's columns, then ``row_ids`` when given), then ``_isolde_file``,
     ``_isolde_row`` and the ``passthrough`` columns; ``only_where`` as in ``conform`` (the rows
     that are written). None when pyarrow does not write this table's columns, or the rows are
-    more than the driver writes."""
+    more than the driver writes.
+
+    ``paths``: when ``rows`` carry their file ordinal (``_isolde_ord`` among ``passthrough``,
+    ``scan(with_ordinal=True)``), the AddFile path of each ordinal: the job then brings the
+    ordinal and not the path, and ``_isolde_file`` is looked up here. A path string per row was
+    a tenth of a 10M-row UPDATE 1%'s find (100k changed rows, 10 files: 0.64 -> 0.59 s; the
+    statement's median 0.77 -> 0.71 s)."""
     from isolde.executor import few_rows
     from isolde.executor.dml import conform_changed
     from isolde.executor.driver_write import COUNTED_BYTES, COUNTED_ROWS, arrow_bytes, writable_schema
@@ -55,7 +63,13 @@ def collect_changed(ctx, target, metadata, rows: DataFrame, row_ids: Optional[st
     path_bytes = 4 + max((len(a.path.encode()) for a in files), default=0)
     row_bytes = path_bytes + sum(arrow_bytes(f.dataType) for f in rows.schema.fields if f.name != FILE_COL)
     limit = min(COUNTED_ROWS, COUNTED_BYTES // max(row_bytes, 1))
-    return few_rows.collect_bounded(rows, limit, few_rows.scan_tasks(ctx.spark, [a.size or 0 for a in files]))
+    by_ordinal = paths is not None and ORD_COL in passthrough
+    if by_ordinal:
+        rows = rows.drop(FILE_COL)  # (Spark then never builds it)
+    table = few_rows.collect_bounded(rows, limit, few_rows.scan_tasks(ctx.spark, [a.size or 0 for a in files]))
+    if table is None or not by_ordinal:
+        return table
+    return table.append_column(FILE_COL, pc.take(pa.array(list(paths), pa.string()), table.column(ORD_COL)))
 
 
 def collect_positions(ctx, rows: DataFrame, files) -> Optional[dict]:

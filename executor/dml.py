@@ -57,7 +57,7 @@ from isolde.errors import AnalysisError
 from isolde.executor import cdf, few_rows
 from isolde.executor import schema as S
 from isolde.executor.phases import phase
-from isolde.executor.scan import FILE_COL, ROW_COL, scan
+from isolde.executor.scan import FILE_COL, ORD_COL, ROW_COL, scan
 from isolde.executor.stable_row_ids import kept_row_id_column, stable_row_id
 from isolde.executor.target_reads import statement_reads_target
 from isolde.executor.txn.statement_scope import record_scope, scope_flags  # noqa: F401 (re-exported)
@@ -839,13 +839,16 @@ def scan_rows_by_partition(ctx, target: Target, files) -> tuple:
     return df.withColumn(TGT_FLAG, F.lit(True)), slices
 
 
-def scan_rows(ctx, target: Target, files, with_ids: bool = True, hidden: tuple = ()) -> DataFrame:
+def scan_rows(ctx, target: Target, files, with_ids: bool = True, hidden: tuple = (),
+              with_ordinal: bool = False) -> DataFrame:
     """The target's rows of ``files`` with ``_isolde_file`` / ``_isolde_row`` (NULL when
     ``with_ids`` is false: copy-on-write needs no row positions, and skipping them saves the
-    file-path join) and a TRUE ``__isolde_tgt`` flag (tells target rows from outer-join gaps)."""
+    file-path join) and a TRUE ``__isolde_tgt`` flag (tells target rows from outer-join gaps);
+    ``with_ordinal`` (with ``with_ids``): also ``_isolde_ord``, the row's file's index in ``files``."""
     flag = f"true AS {TGT_FLAG}"
     if with_ids:
-        df = scan(ctx, target.snapshot, target.path, files=files, with_row_ids=True, hidden=hidden, extra=[flag])
+        df = scan(ctx, target.snapshot, target.path, files=files, with_row_ids=True, hidden=hidden, extra=[flag],
+                  with_ordinal=with_ordinal)
     else:
         df = scan(ctx, target.snapshot, target.path, files=files,
                   extra=[f"CAST(NULL AS STRING) AS {FILE_COL}", f"CAST(NULL AS BIGINT) AS {ROW_COL}", flag])
@@ -1145,6 +1148,10 @@ def _run_update_delete(ctx, stmt, is_update: bool, target: Target, started: floa
         # a deletion-vector UPDATE writes its rows with their stable row ids (row tracking)
         kept_ids = kept_row_id_column(target.metadata, files) if is_update and target.deletion_vectors else None
 
+        # a deletion-vector UPDATE may bring its changed rows to the driver (bounded_rows): they
+        # carry their file's ordinal, not its path (a string per row costs its Arrow transfer)
+        ordinal = is_update and target.deletion_vectors and not nondet
+
         def flagged_over(file_list, ids=True, df=None, only_true=False):
             """The rows with the condition's truth (``__isolde_c``) and the new values. With
             ``only_true``, only the rows it is TRUE for, selected by the condition itself in
@@ -1152,7 +1159,7 @@ def _run_update_delete(ctx, stmt, is_update: bool, target: Target, started: floa
             statistics rule it out are not read; ``coalesce(cond, false)`` is never pushed) and
             plans an IN / EXISTS subquery as a semi join."""
             hidden = (kept_ids,) if kept_ids is not None and ids else ()
-            df = scan_rows(ctx, target, file_list, ids, hidden) if df is None else df
+            df = scan_rows(ctx, target, file_list, ids, hidden, with_ordinal=ordinal and ids) if df is None else df
             view = views.add(df, "target")
             extra = "".join(f", ({s}) AS __isolde_set_{i}" for i, s in enumerate(set_sql))
             if only_true:
@@ -1211,8 +1218,14 @@ def _run_update_delete(ctx, stmt, is_update: bool, target: Target, started: floa
                 def changed_rows():
                     return changes_over(deferred.finish(flagged))
             else:
-                changed_rows = changes_over(flagged if only_true else flagged.filter(c),  # (no plan for TRUE)
-                                            [stable_row_id(files, kept_ids)] if kept_ids is not None else ())
+                changed_base = flagged if only_true else flagged.filter(c)  # (no plan for TRUE)
+                row_id_items = [stable_row_id(files, kept_ids)] if kept_ids is not None else []
+
+                def changed_rows_of():
+                    return changes_over(changed_base, row_id_items)
+
+                # an UPDATE builds them only for the route that needs them (each is an analysis)
+                changed_rows = changed_rows_of if is_update and not nondet else changed_rows_of()
             few = None
             if is_update and not nondet:
                 from isolde.executor import bounded_rows
@@ -1220,14 +1233,15 @@ def _run_update_delete(ctx, stmt, is_update: bool, target: Target, started: floa
                 if few_rows.small_scan(files):
                     # a point UPDATE: its rows come to the driver in one job, no checkpoint (few_rows)
                     with phase("find"):
-                        few = few_rows.collect_few(changed_rows, files=files)
+                        few = few_rows.collect_few(changed_rows(), files=files)
                 if few is None:
                     # up to the rows the driver writes (a point attempt over small files that
                     # found more too: a second scan of at most SMALL_SCAN_ROWS rows): computed
                     # as written, with their positions, in one job (bounded_rows)
                     with phase("find"):
-                        found = bounded_rows.collect_changed(ctx, target, target.metadata, changed_rows, kept_ids,
-                                                             files)
+                        found = bounded_rows.collect_changed(
+                            ctx, target, target.metadata, changes_over(changed_base, [ORD_COL] + row_id_items),
+                            kept_ids, files, passthrough=(ORD_COL,), paths=[a.path for a in files])
                     if found is not None:
                         positions = bounded_rows.positions_of(found)
                         rows_on_driver = bounded_rows.written_part(found, kept_ids, target.metadata)

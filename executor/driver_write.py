@@ -249,7 +249,8 @@ def _write_table(spark, table, table_path: str, metadata, data_change: bool, hid
             with writing(path, what="a data file of this write",
                          consequence="Nothing was committed: the table is unchanged."):
                 os.makedirs(os.path.dirname(path), exist_ok=True)
-                _write_parquet(data if rows is None else data.take(rows), path)
+                part = data if rows is None else data.take(rows)
+                return _write_parquet(part, path), part
 
         def each(fn, items):
             if len(items) < 2:
@@ -258,18 +259,25 @@ def _write_table(spark, table, table_path: str, metadata, data_change: bool, hid
                 return list(pool.map(fn, items))
 
         with phase("write"):
-            each(write_one, staged)
+            footers = each(write_one, staged)
         with phase("stats"):
-            described = each(lambda item: file_stats_and_tags(item[0], frozenset(hidden)), staged)
+            described = [file_stats_and_tags(item[0], frozenset(hidden), written=footer)
+                         for item, footer in zip(staged, footers)]
             for (path, rel_dir, name, pvalues, _), (num, stats, tags) in zip(staged, described):
                 _adopt_one(path, table_path, rel_dir, name, pvalues, num, stats, result, data_change, tags)
     return tag_iceberg_compat(result, metadata, table_path)
 
 
-def _write_parquet(table, path: str) -> None:
-    """One Parquet file in the encoding Spark's writer uses (see the module docstring)."""
+def _write_parquet(table, path: str):
+    """One Parquet file in the encoding Spark's writer uses (see the module docstring); returns
+    its footer (``pq.FileMetaData``), as the writer wrote it."""
     import pyarrow.parquet as pq
 
-    pq.write_table(table, path, compression="snappy", version="2.6", data_page_version="1.0",
-                   store_decimal_as_integer=True, use_compliant_nested_type=True, coerce_timestamps="us",
-                   allow_truncated_timestamps=False)
+    writer = pq.ParquetWriter(path, table.schema, compression="snappy", version="2.6", data_page_version="1.0",
+                              store_decimal_as_integer=True, use_compliant_nested_type=True, coerce_timestamps="us",
+                              allow_truncated_timestamps=False)
+    try:
+        writer.write_table(table)
+    finally:
+        writer.close()
+    return writer.writer.metadata

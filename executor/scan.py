@@ -248,14 +248,16 @@ def _arrow_df(spark, table: pa.Table) -> DataFrame:
 
 def scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequence] = None, *,
          with_row_ids: bool = False, with_file_keys: bool = False, hidden: Sequence[str] = (),
-         extra: Sequence[str] = ()) -> DataFrame:
+         extra: Sequence[str] = (), with_ordinal: bool = False) -> DataFrame:
     """The live rows of ``files`` (default: all) with the table's logical columns; with
     ``with_file_keys`` also each row's file key and position. ``hidden``: physical BIGINT
     columns outside the schema (materialised row ids) read too, null where a file lacks them.
     ``extra``: SQL select items over those columns, added last (in the scan's own last select:
-    each further select is one more analysis of the plan)."""
+    each further select is one more analysis of the plan). ``with_ordinal`` (with
+    ``with_row_ids``): also each row's file ordinal ``_isolde_ord`` (its index in ``files``), an
+    INT a caller may carry to the driver in place of the path (``bounded_rows``)."""
     return _scan(ctx, snapshot, table_path, files, with_row_ids=with_row_ids, with_file_keys=with_file_keys,
-                 hidden=hidden, extra=tuple(extra))
+                 hidden=hidden, extra=tuple(extra), with_ordinal=with_ordinal and with_row_ids)
 
 
 @dataclass(frozen=True)
@@ -334,7 +336,7 @@ def scan_for_join(ctx, snapshot, table_path: Optional[str], files: Sequence, *, 
 
 def _scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Sequence] = None, *,
           with_row_ids: bool = False, with_file_keys: bool = False, hidden: Sequence[str] = (),
-          defer: bool = False, extra: tuple = ()):
+          defer: bool = False, extra: tuple = (), with_ordinal: bool = False):
     spark = _spark(ctx)
     metadata = snapshot.metadata
     table_path = table_path or snapshot.table_path
@@ -352,6 +354,8 @@ def _scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Seque
     files = list(snapshot.all_files) if files is None else list(files)
     if not files:
         empty = _empty(spark, struct, with_row_ids, hidden_fields)
+        if with_ordinal:
+            empty = empty.withColumn(_ORD, F.lit(None).cast("int"))
         if defer:
             empty = empty.withColumnRenamed(FILE_COL, _ORD).withColumn(_ORD, F.col(_ORD).cast("int"))
             return (empty.selectExpr("*", *extra) if extra else empty), None
@@ -436,7 +440,7 @@ def _scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Seque
     if defer:
         return df.selectExpr(*out, _ORD, ROW_COL, *extra), deleted
     if with_row_ids:
-        out += [f"{looked_up[FILE_COL]} AS {FILE_COL}", ROW_COL]
+        out += [f"{looked_up[FILE_COL]} AS {FILE_COL}", ROW_COL] + ([_ORD] if with_ordinal else [])
     elif with_file_keys:
         out += [FILE_KEY_COL, ROW_COL]
     return df.selectExpr(*out, *extra)

@@ -151,23 +151,29 @@ def _listed_names(text: str) -> frozenset:
     return frozenset(n for n in names if isinstance(n, str)) if isinstance(names, list) else frozenset()
 
 
-def _nan_free_columns(local_path: str, metadata: pq.FileMetaData, hidden: frozenset) -> frozenset:
-    """Top-level float / double columns of a file without a NaN (their data read: footers cannot tell)."""
+def _nan_free_columns(local_path: str, metadata: pq.FileMetaData, hidden: frozenset,
+                      table: Optional[pa.Table] = None) -> frozenset:
+    """Top-level float / double columns of a file without a NaN (their data read: footers cannot
+    tell). ``table``: the Arrow table the file was written from, looked at in place of the file."""
     import pyarrow.compute as pc
 
     floats = [f.name for f in metadata.schema.to_arrow_schema()
               if pa.types.is_floating(f.type) and f.name not in hidden]
     if not floats or metadata.num_rows == 0:
         return frozenset()
-    table = pq.read_table(local_path, columns=floats)
+    if table is None:
+        table = pq.read_table(local_path, columns=floats)
     return frozenset(name for name in floats if not pc.any(pc.is_nan(table.column(name))).as_py())
 
 
-def file_stats_and_tags(local_path: str, hidden: frozenset = frozenset()) -> tuple[int, str, dict]:
+def file_stats_and_tags(local_path: str, hidden: frozenset = frozenset(), *,
+                        written: Optional[tuple] = None) -> tuple[int, str, dict]:
     """(numRecords, stats JSON, AddFile tags) of a Parquet file isolde wrote: the footer, plus
-    its floating-point columns read once to find those without NaN (a true max, NAN_FREE_TAG)."""
-    metadata = pq.read_metadata(local_path)
-    nan_free = _nan_free_columns(local_path, metadata, hidden)
+    its floating-point columns read once to find those without NaN (a true max, NAN_FREE_TAG).
+    ``written``: (footer, Arrow table) of a file pyarrow has just written, used instead of
+    reading the file back (its writer's footer is the file's)."""
+    metadata, table = written if written is not None else (pq.read_metadata(local_path), None)
+    nan_free = _nan_free_columns(local_path, metadata, hidden, table)
     stats = stats_from_metadata(metadata, hidden, nan_free)
     listed = sorted(n for n in nan_free if n in stats["maxValues"])
     tags = {NAN_FREE_TAG: json.dumps(listed, separators=(",", ":"))} if listed else {}
