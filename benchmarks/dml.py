@@ -417,8 +417,8 @@ def plot(results: list, path: str) -> None:
     except ImportError:
         print(f"(no plot: matplotlib is not installed; pip install matplotlib to get {path})")
         return
-    base = [r for r in results if not r["files_asked"]]
-    many = [r for r in results if r["files_asked"]]
+    base = sorted((r for r in results if not r["files_asked"]), key=lambda r: r["rows"])  # (run in any order)
+    many = sorted((r for r in results if r["files_asked"]), key=lambda r: r["rows"])
     fig, axes = plt.subplots(1, len(OPS), figsize=(5 * len(OPS), 4.2), sharey=True)
     for ax, (op, name, _) in zip(axes, OPS):
         for key, label, style in (("iso_s", "isolde (deletion vectors)", "o-"), ("drs_s", "delta-rs", "s-"),
