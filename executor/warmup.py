@@ -37,6 +37,9 @@ STATEMENTS = (
     "MERGE INTO w USING (SELECT id, k, v, s, d FROM w WHERE k = 17 UNION ALL "
     "SELECT {rows} + id, 17, 0.0, 'new', DATE'2024-01-02' FROM range(100)) src ON w.id = src.id "
     "WHEN MATCHED THEN UPDATE SET v = src.v + 1 WHEN NOT MATCHED THEN INSERT *",
+    # the commonest upsert: the source is another table (a staging table), not the target itself
+    "CREATE TABLE src AS SELECT id * 2 AS id, k, v + 1 AS v, s, d FROM w WHERE k % 10 = 9",
+    "MERGE INTO w t USING src ON src.id = t.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *",
     "SELECT * FROM w WHERE id = 12345",
     "INSERT INTO w VALUES (-1, -1, -1.0, 'one', DATE'2024-01-01')",
 )
