@@ -32,7 +32,7 @@ STATEMENTS = {
     "MERGE": ("MERGE INTO t USING (SELECT id, k, v + 1 AS v, s, d FROM t WHERE id % 100 = {i} AND id % 7 = 0 "
               "UNION ALL SELECT {rows} + {i} * 1000000 + id, 0, 0.0, 'new', DATE'2024-01-01' FROM range({new})) src "
               "ON t.id = src.id WHEN MATCHED THEN UPDATE SET v = src.v WHEN NOT MATCHED THEN INSERT *"),
-    # the source is another Delta table (a staging table): rows/100 of its rows per run
+    # the source is another Delta table (a staging table): rows/100 of its rows per run, a quarter matched
     "MERGE-table": ("MERGE INTO t USING (SELECT id, k, v, s, d FROM staging WHERE g = {i}) src ON t.id = src.id "
                     "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"),
 }
@@ -45,7 +45,7 @@ def make_table(warehouse: str, rows: int) -> None:
     s.execute("CREATE TABLE t (id BIGINT, k BIGINT, v DOUBLE, s STRING, d DATE) PARTITIONED BY (d)")
     s.execute(f"INSERT INTO t SELECT id, id % 1000, id * 0.5, concat('s', id), "
               f"date_add(DATE'2024-01-01', CAST(id % 10 AS INT)) FROM range({rows})")
-    # staging: for each run g, rows/200 keys of t (v changed) and rows/200 new keys
+    # staging: rows/100 rows per run g; a quarter of them keys of t (id * 25 < rows), the rest new keys
     s.execute(f"CREATE TABLE staging AS SELECT CAST((id div 2) % 8 AS INT) + 1 AS g, "
               f"CASE WHEN id % 2 = 0 THEN id * 25 ELSE {rows} * 10 + id END AS id, id % 1000 AS k, id * 0.25 AS v, "
               f"concat('n', id) AS s, date_add(DATE'2024-01-01', CAST(id % 10 AS INT)) AS d FROM range({rows // 100 * 8})")
