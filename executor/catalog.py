@@ -187,6 +187,24 @@ def check_name(name: str, what: str = "table") -> str:
     return lowered
 
 
+_AT_VERSION = re.compile(r"^(?P<path>.*)@[vV](?P<version>\d+)$")
+_AT_TIMESTAMP = re.compile(r"^(?P<path>.*)@(?P<ts>\d{17})$")
+
+
+def path_time_travel(text: str) -> Optional[tuple]:
+    """Delta's ``@`` syntax on a path that is not itself a table: ``/p@v12`` is version 12 of
+    ``/p``, ``/p@20240102030405678`` (yyyyMMddHHmmssSSS, session time zone) its version as of
+    that instant. (real path, version, timestamp text) or None."""
+    m = _AT_VERSION.match(text)
+    if m:
+        return m.group("path"), int(m.group("version")), None
+    m = _AT_TIMESTAMP.match(text)
+    if m:
+        t = m.group("ts")
+        return m.group("path"), None, f"'{t[:4]}-{t[4:6]}-{t[6:8]} {t[8:10]}:{t[10:12]}:{t[12:14]}.{t[14:]}'"
+    return None
+
+
 def _absolute_location(text: str) -> bool:
     """Is a ``delta.`...``` path absolute: ``/x``, ``~/x``, ``file:/x`` (other schemes are judged,
     and refused, by local_location)?"""
@@ -388,6 +406,16 @@ class Catalog:
             path = local_location(ref.path)
             handle = TableHandle(name=f"delta.`{ref.path}`", path=path, by_path=True,
                                  version=ref.version, timestamp=ref.timestamp)
+            if not handle.exists:
+                travelled = path_time_travel(ref.path)
+                if travelled is not None and must_exist:
+                    if ref.version is not None or ref.timestamp is not None:
+                        raise AnalysisError(f"delta.`{ref.path}` names a version with @ and with AS OF: use one.",
+                                            error_class="DELTA_TIME_TRAVEL_MULTIPLE_SPECIFICATIONS",
+                                            sqlstate="42613")
+                    real, version, timestamp = travelled
+                    handle = TableHandle(name=f"delta.`{real}`", path=local_location(real), by_path=True,
+                                         version=version, timestamp=timestamp)
             if must_exist and not handle.exists:
                 raise TableNotFoundError(handle.name)
             return handle

@@ -62,7 +62,6 @@ from isolde.executor.stable_row_ids import kept_row_id_column, stable_row_id
 from isolde.executor.target_reads import statement_reads_target
 from isolde.executor.txn.statement_scope import record_scope, scope_flags  # noqa: F401 (re-exported)
 from isolde.grammar.dialect import sql as render_sql
-from isolde.planner.resolve import in_hint, is_delta_path
 
 ACTION_COL = "_isolde_action"
 KEEP, UPDATE, DELETE, INSERT = "keep", "update", "delete", "insert"
@@ -737,52 +736,14 @@ class TempViews:
 
 
 def bind_tables(ctx, tree, views: TempViews, *, target: Optional[Target] = None):
-    """A copy of a sqlglot tree whose references to isolde tables read their current snapshot
-    (each registered as a temp view); other names (the user's Spark temp views) stay."""
+    """A copy of a sqlglot tree whose table references read the snapshots they name (the
+    target at the transaction's snapshot unless time travel names another version:
+    executor/table_binding.py), each registered as one of ``views``."""
+    from isolde.executor.table_binding import bind_tables as bind, pin
 
-    from isolde.grammar import ast
-
-    cache: dict = {}
-
-    def swap(node):
-        if not isinstance(node, exp.Table) or not node.name:
-            return node
-        if isinstance(node.parent, (exp.Column,)) or in_hint(node):
-            return node
-        parts = tuple(p for p in (node.catalog, node.db, node.name) if p)
-        if node.db and node.db.lower() == "delta" and not node.catalog and is_delta_path(node.name):
-            ref = ast.TableRef(path=node.name)
-        else:
-            ref = ast.TableRef(parts=parts)
-        key = parts
-        if key not in cache:
-            view = None
-            try:
-                handle = ctx.catalog.resolve(ref, current_database(ctx))
-            except Exception:
-                handle = None
-            if handle is not None:
-                if target is not None and os.path.abspath(handle.path) == os.path.abspath(target.path):
-                    df = scan(ctx, target.snapshot, target.path)
-                else:
-                    snap = handle.log.snapshot(ref.version) if ref.version is not None else handle.log.update()
-                    df = scan(ctx, snap, handle.path)
-                view = views.add(df, "t")
-            cache[key] = view
-        view = cache[key]
-        if view is None:
-            return node
-        alias = node.alias or node.name
-        table_alias = exp.TableAlias(this=exp.to_identifier(alias, quoted=True))
-        columns = (node.args.get("alias") or exp.TableAlias()).args.get("columns")
-        if columns:  # `src AS s(id, amount)`: the column aliases stay
-            table_alias.set("columns", [c.copy() for c in columns])
-        return exp.Table(this=exp.to_identifier(view), alias=table_alias)
-
-    from isolde.executor import table_functions
-
-    tree = table_functions.bind(ctx, tree.copy(), lambda df: views.add(df, "changes"))
-    return tree.transform(swap)
+    pinned = pin(target.path, target.snapshot) if target is not None else None
+    bound, _reads = bind(ctx, tree, lambda df: views.add(df, "t"), pinned=pinned)
+    return bound
 
 
 def strip_qualifier(struct, path, qualifiers) -> tuple:

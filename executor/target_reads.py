@@ -8,7 +8,8 @@ order gives). The planner can only compare names; here every table reference of 
 statement's other parts is resolved to a location, and Spark views are looked through
 to the files their plans read.
 
-What counts as reading the target:
+What counts as reading the target (a reference with VERSION / TIMESTAMP AS OF never does: it
+reads an immutable version, which no concurrent commit changes):
 * an isolde table reference (name, ``db.name``, ``delta.`path```) resolving to the
   target's folder;
 * a Spark temp view / DataFrame whose analysed plan reads a file under the target's folder;
@@ -30,6 +31,7 @@ import sqlglot.expressions as exp
 
 from isolde.grammar import ast
 from isolde.planner.resolve import FILE_FORMATS, in_hint, is_delta_path
+from isolde.executor.table_binding import handle_travels, travels
 
 #: plan leaves that read no table files
 _NO_FILES = frozenset({"LocalRelation", "Range", "OneRowRelation", "LogicalRDD", "ExternalRDD",
@@ -93,7 +95,7 @@ def _tables(tree: Optional[exp.Expression]) -> Iterable[exp.Table]:
     return (t for t in tree.find_all(exp.Table) if t.name and not isinstance(t.parent, exp.Column) and not in_hint(t))
 
 
-def _statement_parts(stmt) -> tuple[list, list]:
+def statement_parts(stmt) -> tuple[list, list]:
     """(expression trees, table refs) of a write's parts other than its target."""
     trees: list = []
     refs: list = []
@@ -122,7 +124,7 @@ def statement_reads_target(ctx, target_path: str, stmt, resolved: Optional[dict]
     ``SELECT ... FROM t WHERE ...``); any other spelling of the target is reported.
     ``resolved``: DataFrames the statement has looked up already (``spark.table(name)`` by
     name), not looked up again (each lookup is an analysis)."""
-    trees, refs = _statement_parts(stmt)
+    trees, refs = statement_parts(stmt)
     own = None
     if isinstance(stmt, ast.Insert) and stmt.table.path is None and stmt.table.parts:
         own = stmt.table.parts[-1].lower()
@@ -131,13 +133,15 @@ def statement_reads_target(ctx, target_path: str, stmt, resolved: Optional[dict]
     folder = os.path.realpath(target_path)
     database = dml.current_database(ctx)
     candidates: list[tuple[ast.TableRef, str]] = [(r, ".".join(r.parts) if r.parts else f"delta.`{r.path}`")
-                                                   for r in refs]
+                                                   for r in refs if not travels(r)]
     for tree in trees:
         ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)} if tree is not None else set()
         for node in _tables(tree):
             parts = tuple(p for p in (node.catalog, node.db, node.name) if p)
             if len(parts) == 1 and parts[0].lower() in ctes:
                 continue
+            if node.args.get("version") is not None:
+                continue  # VERSION / TIMESTAMP AS OF: an immutable version, not the target's current rows
             if node.db and node.db.lower() == "delta" and not node.catalog and is_delta_path(node.name):
                 candidates.append((ast.TableRef(path=node.name), f"delta.`{node.name}`"))
             elif node.db and node.db.lower() in FILE_FORMATS and not node.catalog:  # parquet.`/path`
@@ -156,6 +160,8 @@ def statement_reads_target(ctx, target_path: str, stmt, resolved: Optional[dict]
         except Exception:
             handle = None
         if handle is not None:
+            if handle_travels(handle):
+                continue  # delta.`/p@v3`: an immutable version
             if os.path.realpath(handle.path) == folder:
                 return f"{spelled} is the target table"
             continue

@@ -228,7 +228,9 @@ def _expand_expr(ctx, e: ast.Expr) -> ast.Expr:
     tree = e.tree.copy()
     if not expand_tree(ctx, tree):
         return e
-    return construct(ast.Expr, {"sql": e.sql, "tree": tree, "span": e.span})
+    # the text follows the tree: writers run a slot's text as it is when its tree holds no table
+    # (dml.bound_sql), and the user's text still names the view
+    return construct(ast.Expr, {"sql": render_sql(tree), "tree": tree, "span": e.span})
 
 
 # Statements that name a view as what they act on, or read only its schema.
@@ -279,6 +281,9 @@ def _rewrite(ctx, node: Any, stmt: ast.Statement) -> Any:
             new = _rewrite(ctx, value, stmt)
         if new is not value:
             changes[f.name] = new
+    if isinstance(node, ast.Merge) and "source" in changes and isinstance(node.source, ast.TableRef) \
+            and not node.source_alias:
+        changes["source_alias"] = node.source.parts[-1]  # `USING v ON t.id = v.id`: the view's name qualifies
     return dataclasses.replace(node, **changes) if changes else node
 
 

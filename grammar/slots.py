@@ -312,12 +312,28 @@ def _too_deep(source: str, token) -> ParseError:
                     error_class="STATEMENT_TOO_COMPLEX", sqlstate="54001")  # SQL's 'statement too complex'
 
 
+def _refuse_at_aliases(source: str, token, tree) -> None:
+    """``t@v1``: sqlglot reads ``@v1`` as an alias of ``t`` -- a query that would silently read
+    the current version. Spark refuses it (Delta's ``@`` syntax is for paths only), so does isolde."""
+    for table in tree.find_all(exp.Table):
+        alias = table.args.get("alias")
+        if isinstance(alias, exp.TableAlias) and isinstance(alias.this, exp.Parameter):
+            word = "@" + alias.this.name
+            at = token.value.find(word)
+            path = f"delta.`{table.name}{word}`" if (table.db or "").lower() == "delta" else f"delta.`/path{word}`"
+            raise error_at(source, token.start_pos + max(at, 0),
+                           f"unexpected {word!r}: time travel on a table name is `{table.name} VERSION AS OF n` or "
+                           f"`TIMESTAMP AS OF ts`; the @ form goes inside a path's quotes ({path})", word)
+
+
 def expression(source: str, token) -> Expr:
     tree = fast_tree(token.value)
     if tree is None:
         tree = _parse(source, token, exp.Condition)
     if tree is None:
         raise error_at(source, token.start_pos, "expected an expression", token.value)
+    if "@" in token.value:
+        _refuse_at_aliases(source, token, tree)
     return construct(Expr, {"sql": token.value, "tree": tree, "span": span_at(source, token.start_pos, token.end_pos)})
 
 
@@ -325,6 +341,8 @@ def query(source: str, token) -> Query:
     tree = _parse(source, token, None)
     if not isinstance(tree, (exp.Query, exp.Values)):
         raise error_at(source, token.start_pos, "expected a query", token.value.split(None, 1)[0])
+    if "@" in token.value:
+        _refuse_at_aliases(source, token, tree)
     span = span_at(source, token.start_pos, token.end_pos)
     return construct(Query, {"sql": token.value, "tree": tree, "tables": _tables(source, token, tree), "span": span})
 

@@ -239,7 +239,8 @@ class Resolver:
         return name, canonical, len(rest) > 1
 
     def is_target_table(self, table: exp.Table) -> bool:
-        if not self.target_table:
+        """Does ``table`` read the target's current rows? (Time travel reads an immutable version.)"""
+        if not self.target_table or table.args.get("version") is not None:
             return False
         name = (table.name or "").lower()
         if table.db and table.db.lower() == "delta" and len(self.target_table) == 2 and self.target_table[0] == "delta":

@@ -153,6 +153,10 @@ def _table_key(ref: ast.TableRef) -> tuple[str, ...]:
 
 
 def _same_table(a: ast.TableRef, b: ast.TableRef) -> bool:
+    """Does ``a`` read the current rows of table ``b``? A reference with VERSION / TIMESTAMP AS OF
+    reads an immutable version, never the rows a concurrent commit changes."""
+    if a.version is not None or a.timestamp is not None:
+        return False
     ka, kb = _table_key(a), _table_key(b)
     if ka[0] == "delta" or kb[0] == "delta":
         return ka == kb

@@ -28,6 +28,7 @@ from isolde.executor.jobs import executes
 from isolde.executor.jobs.query import bind_query
 from isolde.executor.results import DmlResult, PreparedWrite
 from isolde.executor.scan import scan
+from isolde.executor.table_binding import handle_travels, location_key, pin
 from isolde.executor.target_reads import dataframe_reads, statement_reads_target
 from isolde.executor.writer import SEP, VIOLATION_MARK, conform, identity_metadata_update, write_files
 from isolde.grammar import ast
@@ -42,7 +43,7 @@ def insert_reads_target(ctx, stmt: ast.Insert) -> bool:
             handle = ctx.resolve(use.ref)
         except AnalysisError:
             continue
-        if handle.path == target.path and use.ref.version is None and use.ref.timestamp is None:
+        if location_key(handle.path) == location_key(target.path) and not handle_travels(handle):
             return True
     return False
 
@@ -84,13 +85,14 @@ def run_insert(ctx, stmt: ast.Insert) -> PreparedWrite:
     names = [f.name for f in struct.fields]
 
     # ---- the source, with the target pinned to this transaction's snapshot
-    bound = bind_query(ctx, stmt.source, pinned={handle.path: snap})
+    bound = bind_query(ctx, stmt.source, pinned=pin(handle.path, snap))
     self_reads = [t for t in bound.tables if t.path == handle.path and t.version == snap.version
                   and t.snapshot is snap]
     # the target read under another name (its path, a Spark view or DataFrame over it, inside
     # a subquery too): the planner's scope cannot say which rows, so the whole table
     elsewhere = statement_reads_target(ctx, handle.path, stmt)
-    if elsewhere is None and not self_reads:
+    travelled = any(t.time_travel and location_key(t.path) == location_key(handle.path) for t in bound.tables)
+    if elsewhere is None and not self_reads and not travelled:  # (an old version's files are no current read)
         elsewhere = dataframe_reads(bound.df, handle.path)
     if elsewhere is not None:
         txn.read_whole_table()

@@ -58,6 +58,7 @@ from isolde.executor.stable_row_ids import kept_row_id_column, stable_row_id
 from isolde.executor.spark import without_adaptive
 from isolde.executor.scan import FILE_COL, ROW_COL, scan
 from isolde.executor.target_key_filter import target_key_filter
+from isolde.executor.table_binding import pin, table_source
 from isolde.executor.target_reads import statement_reads_target
 from isolde.grammar import ast
 
@@ -76,28 +77,15 @@ _bound = dml.bound_sql
 
 
 def _source_df(ctx, stmt: ast.Merge, target, views):
-    spark = ctx.spark
+    """The source's rows: a table (at the version it names, the target at the transaction's
+    snapshot: executor/table_binding.py), a Spark temp view, or a query."""
     src = stmt.source
     if isinstance(src, ast.TableRef):
-        handle = None
         try:
-            handle = ctx.catalog.resolve(src, dml.current_database(ctx))
+            return table_source(ctx, src, pin(target.path, target.snapshot))
         except TableNotFoundError:
-            handle = None
-        except Exception:
-            handle = None
-        if handle is not None:
-            import os
-
-            if os.path.abspath(handle.path) == os.path.abspath(target.path):
-                return scan(ctx, target.snapshot, target.path)
-            snap = handle.log.snapshot(src.version) if src.version is not None else handle.log.update()
-            return scan(ctx, snap, handle.path)
-        try:
-            return spark.table(src.name)
-        except Exception:
-            raise TableNotFoundError(src.name, ctx.table_candidates())
-    return spark.sql(dml.sql_of(dml.bind_tables(ctx, src.tree, views, target=target)))
+            raise TableNotFoundError(src.name, ctx.table_candidates()) from None
+    return ctx.spark.sql(dml.sql_of(dml.bind_tables(ctx, src.tree, views, target=target)))
 
 
 def _field(struct, name):

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 import sqlglot.expressions as exp
@@ -22,28 +22,10 @@ import sqlglot.expressions as exp
 from isolde.errors import AnalysisError
 from isolde.executor.jobs import executes
 from isolde.executor.results import QueryResult
-from isolde.executor.scan import prune_files, scan
-from isolde.executor import table_functions
+from isolde.executor.table_binding import bind_tables
 from isolde.executor.target_reads import statement_reads_target
 from isolde.grammar import ast
 from isolde.grammar.dialect import DIALECT, sql as render_sql
-from isolde.planner.resolve import table_references
-
-
-@dataclass
-class TableRead:
-    name: str
-    path: str
-    version: int
-    files_total: int
-    files_read: int
-    predicate: Optional[str] = None
-    snapshot: object = None
-    files: list = field(default_factory=list)
-
-    def as_dict(self) -> dict:
-        return {"table": self.name, "path": self.path, "version": self.version, "files_total": self.files_total,
-                "files_read": self.files_read, "pruning_predicate": self.predicate}
 
 
 @dataclass
@@ -71,77 +53,25 @@ def _tree_of(query) -> exp.Expression:
     return sqlglot.parse_one(query, read=DIALECT)
 
 
-def _spark_view(spark, ref: ast.TableRef) -> bool:
-    """Is ``ref`` a temp view the user registered in Spark (not an isolde table)?"""
-    if ref.path is not None or len(ref.parts) != 1 or ref.version is not None or ref.timestamp is not None:
-        return False
-    try:
-        return any(t.isTemporary and t.name.lower() == ref.parts[0].lower() for t in spark.catalog.listTables())
-    except Exception:
-        return False
-
-
 def bind_query(ctx, query, pinned: Optional[dict] = None, prune: bool = True) -> BoundQuery:
+    """The query as a DataFrame, every table reference bound to its snapshot
+    (executor/table_binding.py; ``pinned``: a write's target at its transaction's snapshot)."""
     spark = ctx.spark
-    tree = _tree_of(query).copy()
-    uses = table_references(tree)
     tag = uuid.uuid4().hex[:10]
-    views = []
-    qualified: list = []  # (db/catalog-qualified parts, table name) of unaliased references
-    reads: list[TableRead] = []
-    try:
-        def add_view(df) -> str:  # a table function's rows (table_changes), dropped with the others
-            name = f"__isolde_{tag}_f{len(views)}"
-            df.createOrReplaceTempView(name)
-            views.append(name)
-            return name
+    views: list[str] = []
 
-        table_functions.bind(ctx, tree, add_view)
-        for i, use in enumerate(uses):
-            try:
-                handle = ctx.resolve(use.ref)
-            except AnalysisError:
-                if _spark_view(spark, use.ref):
-                    continue  # the user's own temp view (a registered DataFrame): Spark reads it
-                raise
-            if pinned and handle.path in pinned and use.ref.version is None and use.ref.timestamp is None:
-                snapshot = pinned[handle.path]
-            else:
-                snapshot = ctx.snapshot(handle)
-            all_files = list(snapshot.all_files)
-            files = all_files
-            pred_sql = None
-            if prune and use.predicates:
-                tree_pred = exp.and_(*use.predicates)  # copies each conjunct once
-                pred_sql = render_sql(tree_pred)
-                files = prune_files(snapshot, tree_pred, all_files, alias=use.alias,
-                                    table_name=use.node.name)
-            df = scan(ctx, snapshot, handle.path, files)
-            view = f"__isolde_{tag}_{i}"
-            df.createOrReplaceTempView(view)
-            views.append(view)
-            reads.append(TableRead(handle.name, handle.path, snapshot.version, len(all_files), len(files), pred_sql,
-                                   snapshot, files))
-            replacement = use.node.copy()  # keeps PIVOT / TABLESAMPLE / hints / column aliases
-            replacement.set("this", exp.to_identifier(view))
-            for key in ("db", "catalog", "version", "when", "changes"):
-                if key in replacement.args:
-                    replacement.set(key, None)
-            old_alias = use.node.args.get("alias")
-            if not use.alias and not use.ref.path:
-                replacement.set("alias", exp.TableAlias(this=exp.to_identifier(use.node.name, quoted=True)))
-            elif isinstance(old_alias, exp.TableAlias) and old_alias.this is not None:
-                old_alias = old_alias.copy()
-                old_alias.set("this", exp.to_identifier(old_alias.name, quoted=True))
-                replacement.set("alias", old_alias)
-            if not use.alias and use.ref.parts and len(use.ref.parts) > 1:
-                qualified.append((tuple(p.lower() for p in use.ref.parts), use.node.name))
-            use.node.replace(replacement)
-        _strip_qualifiers(tree, qualified)
+    def add_view(df) -> str:
+        name = f"__isolde_{tag}_{len(views)}"
+        df.createOrReplaceTempView(name)
+        views.append(name)
+        return name
+
+    try:
+        tree, reads = bind_tables(ctx, _tree_of(query), add_view, pinned=pinned, prune=prune)
         sql = render_sql(tree)
         df = spark.sql(sql)
     finally:
-        for view in views:
+        for view in views:  # the DataFrame already holds the concrete file lists
             try:
                 spark.catalog.dropTempView(view)
             except Exception:
@@ -159,23 +89,6 @@ class SparkQueryResult(QueryResult):
 
             self._rows = translate_errors(lambda: [tuple(r) for r in self.df.collect()])
         return self._rows
-
-
-def _strip_qualifiers(tree, qualified) -> None:
-    """``db.t.col`` -> ``t.col`` for the references rebound to views aliased ``t``."""
-    if not qualified:
-        return
-    for col in tree.find_all(exp.Column):
-        db = col.args.get("db")
-        if db is None or not col.table:
-            continue
-        parts = tuple(p.lower() for p in (col.args.get("catalog") and col.args["catalog"].name, db.name,
-                                          col.table) if p)
-        for full, _name in qualified:
-            if parts == full or parts == full[-len(parts):]:
-                col.set("db", None)
-                col.set("catalog", None)
-                break
 
 
 def run_query(ctx, query) -> QueryResult:
@@ -231,6 +144,9 @@ def explain_statement(ctx, stmt, mode: Optional[str] = None) -> str:
         lines += ["Conflict scope:"] + [line if line.startswith("  ") else f"  {line}" for line in scope.splitlines()]
     if isinstance(stmt, (ast.Update, ast.Delete, ast.Merge)) and isinstance(table, ast.TableRef):
         lines.append("Write: " + _dml_mode(ctx, table))
+        reads = _dml_reads(ctx, stmt, table)
+        if reads:
+            lines += ["Other reads:"] + reads
     if isinstance(stmt, ast.Insert):
         lines.append("Write: " + _insert_mode(ctx, stmt))
         try:
@@ -240,6 +156,20 @@ def explain_statement(ctx, stmt, mode: Optional[str] = None) -> str:
         except AnalysisError as e:
             lines.append(f"Source: {e.message}")
     return "\n".join(lines)
+
+
+def _dml_reads(ctx, stmt, table: ast.TableRef) -> list[str]:
+    """The tables UPDATE / DELETE / MERGE read besides the target, each with the version read."""
+    from isolde.executor.table_binding import describe_references, pin
+    from isolde.executor.target_reads import statement_parts
+
+    try:
+        handle = ctx.resolve(table)
+        pinned = pin(handle.path, ctx.snapshot(handle))
+        trees, refs = statement_parts(stmt)
+        return describe_references(ctx, trees, refs, pinned)
+    except AnalysisError as e:
+        return [f"  ({e.message})"]
 
 
 def _dml_mode(ctx, table: ast.TableRef) -> str:

@@ -128,6 +128,14 @@ class WinningCommitSummary:
         return [r for r in self.removed_files if r.data_change]
 
     @property
+    def changes_data(self) -> bool:
+        """Did the winner change any row? A commit whose file actions all say dataChange=false (a
+        compaction, REORG PURGE) or that has none (VACUUM's markers, a bare txn) changed none:
+        whatever it read, no serial order depends on what it saw."""
+        return any(a.data_change for a in (*self.added_files, *self.removed_files)) or \
+            self.metadata is not None or self.protocol is not None
+
+    @property
     def is_blind_append(self) -> bool:
         """commitInfo.isBlindAppend; for engines that omit it, only a plain append-mode WRITE counts."""
         info = self.commit_info

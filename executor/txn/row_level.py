@@ -17,7 +17,8 @@ checked against each winning commit W row by row instead of file by file:
   predicate is what W's commitInfo recorded (``readPredicates``); a blind append read
   nothing; a commit without a recorded predicate (delta-rs, Delta Spark) read everything;
 * otherwise the transaction is rebased: where both changed one file's deletion vector the
-  committed vector is the union of the two.
+  committed vector is W's plus the rows this transaction deleted itself (never the union of
+  the two vectors: W may have brought rows back).
 
 Everything runs on the driver with pyarrow, reading only W's new files and the rows at the
 positions that matter, after pruning W's files by their statistics. A work budget bounds
@@ -273,6 +274,15 @@ class ReadScope:
             return False
         return self.whole_table or any(p.file_may_match(f) for p in self.predicates)
 
+    def file_may_hold(self, f: AddFile | RemoveFile) -> bool:
+        """``file_may_match`` for an added file; a removed one by its partition values only (a
+        remove's statistics are not to be relied on)."""
+        if isinstance(f, AddFile):
+            return self.file_may_match(f)
+        if self.reads_nothing:
+            return False
+        return self.whole_table or any(p.partition_may_match(f.partition_values or {}) for p in self.predicates)
+
     def first_match(self, files: TableFiles, f, positions: Optional[BitMap64] = None) -> Optional[dict]:
         """The first row of ``f`` (at ``positions``, else its live rows) the read may have seen."""
         if self.reads_nothing:
@@ -426,6 +436,8 @@ class RowLevelChecker:
         state = self.state
         if dependency is None and state.placed_before is None:
             return  # no dependency: this transaction simply follows W
+        if not self.winner.changes_data:
+            return  # a compaction (or a commit of no rows) changed nothing that could depend on this one
         why = dependency[1] if dependency is not None else state.placed_before
         cls = dependency[0] if dependency is not None else None
         their_read = winner_read_scope(self.winner, state.schema, state.partition_columns)
@@ -463,7 +475,10 @@ class RowLevelChecker:
 
 def rebase_deletion_vectors(actions: list[Action], winner: WinningCommitSummary, files: TableFiles) -> tuple[list, list]:
     """This transaction's actions rebased over W: where both changed one file's deletion vector,
-    this transaction now removes W's version and adds the union of both vectors. Returns the
+    this transaction now removes W's version and adds W's vector plus the rows this transaction
+    itself deleted (its new vector minus the vector it removed) -- never the union of the two
+    vectors: W may have shrunk its vector (a RESTORE, a CLONE, any rewrite that brought rows
+    back), and rows deleted before this transaction read the file are W's to decide. Returns the
     new actions and the paths of new deletion-vector files written for them."""
     theirs = {a.path: a for a in winner.added_files if a.deletion_vector is not None or a.path in
               {r.path for r in winner.removed_files}}
@@ -474,8 +489,8 @@ def rebase_deletion_vectors(actions: list[Action], winner: WinningCommitSummary,
     to_union = {}
     for path, my_add in mine_adds.items():
         if path in mine_removes and path in theirs:
-            union = files.deleted_rows(theirs[path].deletion_vector) | files.deleted_rows(my_add.deletion_vector)
-            to_union[path] = union
+            own = files.deleted_rows(my_add.deletion_vector) - files.deleted_rows(mine_removes[path].deletion_vector)
+            to_union[path] = files.deleted_rows(theirs[path].deletion_vector) | own
     if not to_union:
         return actions, []
     descriptors = write_deletion_vectors(files.table_path, to_union)
@@ -499,13 +514,31 @@ def rebase_deletion_vectors(actions: list[Action], winner: WinningCommitSummary,
     return new_actions, written
 
 
-def fallback_to_file_level(summary: TransactionSummary, winner: WinningCommitSummary, budget: int) -> None:
-    """Past the budget: the file-level rules decide, and a conflict says why it was per file."""
+def fallback_to_file_level(state: RowLevelState, winner: WinningCommitSummary, budget: int) -> None:
+    """Past the budget: the file-level rules decide, and a conflict says why it was per file.
+
+    A fallback may only be more conservative than the row-level check, never less: once this
+    transaction was ordered before an earlier winner (``state.placed_before``) it must precede W
+    too, and per file that means no file it changed or added may hold a row W's read could have
+    seen (partition values and statistics; a W without a recorded read saw everything)."""
+    note = (f"(Decided per file: checking rows would have read more than the row-level budget of "
+            f"{budget:,} rows; raise it with SET isolde.rowLevelConcurrency.budgetRows.)")
+    checker = ConflictChecker(state.summary, winner)
     try:
-        ConflictChecker(summary, winner).check()
+        checker.check()
     except ConcurrentModificationException as e:
-        note = (f"(Decided per file: checking rows would have read more than the row-level budget of "
-                f"{budget:,} rows; raise it with SET isolde.rowLevelConcurrency.budgetRows.)")
         raise type(e)(table=e.table, winning_version=e.winning_version, winning_operation=e.winning_operation,
                       partition=e.partition, detail=" ".join(x for x in (e.detail, note) if x),
                       facts=getattr(e, "facts", None)) from None
+    if state.placed_before is None or not winner.changes_data:
+        return
+    their_read = winner_read_scope(winner, state.schema, state.partition_columns)
+    written = [("deleted or updated", mine.base) for mine in state.effects.changed.values()] + \
+              [("added", add) for add, _ in state.effects.added]
+    for kind, f in written:
+        if their_read.file_may_hold(f):
+            cls = ConcurrentAppendException if kind == "added" else ConcurrentDeleteReadException
+            checker._raise(cls, partition=partition_hint(f.partition_values),
+                           detail=f"{state.placed_before} This transaction cannot be shown to precede the winner "
+                                  f"as well: rows it {kind} in {f.path} may satisfy what the winner read, "
+                                  f"{their_read.describe()}. {note}")

@@ -422,7 +422,7 @@ class OptimisticTransaction:
         try:
             RowLevelChecker(state, winner).check()
         except OverBudget:
-            fallback_to_file_level(summary, winner, self.row_level_budget_rows)
+            fallback_to_file_level(state, winner, self.row_level_budget_rows)
         self.row_check_rows += state.files.rows_read
         actions, written = rebase_deletion_vectors(actions, winner, state.files)
         self.rebased_files.extend(written)

@@ -16,9 +16,18 @@ executor/jobs/insert.py):
   positions, and one new data file holding the updated (and, for MERGE, inserted) rows;
 * a statement that changes nothing commits nothing (``dml.prepared`` with no actions).
 
-The table is ``(id INT, n BIGINT)``, unpartitioned, deletion vectors on, 1-2 data files with
+The table is ``(id INT, n BIGINT)``, unpartitioned, deletion vectors on, 1-3 data files with
 ids 0..K-1 and n = 0. Statement i adds ``w = 2**i`` to n, so the final rows say exactly which
 statements' effects landed on which rows.
+
+Beyond single-row DML (issue 52), histories may hold the moves that found non-serialisable
+commits before: statements that read two keys (``UPDATE ... WHERE id = a OR id = b``), that move
+a row into another statement's read (``UPDATE t SET id = b ... WHERE id = a``), that read the
+rows other statements wrote (``DELETE ... WHERE id = a OR n IN (w, ...)``, their weights); a RESTORE to version 0
+or 1 (the table's version 1 is a setup DELETE, so a file starts with a deletion vector that the
+RESTORE shrinks away); compactions of three kinds (OPTIMIZE and REORG ... APPLY (PURGE), which
+carry deletion vectors, and ZORDER, which without row tracking does not); and a row-level work
+budget small enough that the checker falls back to the file-level rules.
 
 A history is a schedule of ``start`` / ``commit`` events: a statement reads the table's
 latest snapshot and stages its files at ``start``, and commits (or is refused with a named
@@ -76,7 +85,14 @@ MODES = ("auto", "off")  # isolde.rowLevelConcurrency: row level / file level
 
 UPDATE, DELETE, MERGE, INSERT = "UPDATE", "DELETE", "MERGE", "INSERT"
 KINDS = (UPDATE, DELETE, MERGE, INSERT)  # the DML kinds the generator draws from
+UPDATE2, MOVE, SWEEP = "UPDATE2", "MOVE", "SWEEP"  # reads two keys / moves a row / reads another's rows
+EXTENDED_KINDS = (UPDATE2, MOVE, SWEEP)
 OPTIMIZE = "OPTIMIZE"  # bin-packing compaction: one bin of every live file (see ``start``)
+PURGE = "PURGE"  # REORG ... APPLY (PURGE): the files with deletion vectors rewritten, layout carried
+ZORDER = "ZORDER"  # OPTIMIZE ZORDER BY: every file rewritten, rows reordered, no layout (no row tracking)
+COMPACTIONS = (OPTIMIZE, PURGE, ZORDER)
+CARRYING = (OPTIMIZE, PURGE)  # compactions that carry deletion vectors both ways
+RESTORE = "RESTORE"  # RESTORE TABLE t TO VERSION AS OF key (0: as created, 1: after the setup DELETE)
 
 SCHEMA = json.dumps({"type": "struct", "fields": [
     {"name": "id", "type": "integer", "nullable": True, "metadata": {}},
@@ -98,16 +114,30 @@ class Stmt:
     kind: str
     key: int
     w: int  # a distinct power of two per statement
+    key2: int = -1  # UPDATE2's second key, MOVE's new id
+    sweep: tuple = ()  # SWEEP: the statements whose rows it deletes (rows whose n is one of their weights)
 
     @property
     def sql(self) -> str:
-        k, w = self.key, self.w
+        k, w, k2 = self.key, self.w, self.key2
         if self.kind == UPDATE:
             return f"UPDATE t SET n = n + {w} WHERE id = {k}"
+        if self.kind == UPDATE2:
+            return f"UPDATE t SET n = n + {w} WHERE id = {k} OR id = {k2}"
+        if self.kind == MOVE:
+            return f"UPDATE t SET id = {k2}, n = n + {w} WHERE id = {k}"
         if self.kind == DELETE:
             return f"DELETE FROM t WHERE id = {k}"
+        if self.kind == SWEEP:
+            return f"DELETE FROM t WHERE id = {k} OR n IN ({', '.join(str(1 << j) for j in self.sweep)})"
         if self.kind == OPTIMIZE:
             return "OPTIMIZE t"
+        if self.kind == PURGE:
+            return "REORG TABLE t APPLY (PURGE)"
+        if self.kind == ZORDER:
+            return "OPTIMIZE t ZORDER BY (n)"
+        if self.kind == RESTORE:
+            return f"RESTORE TABLE t TO VERSION AS OF {k}"
         if self.kind == MERGE:
             return (f"MERGE INTO t USING (SELECT {k} AS id, {w} AS w) AS s ON t.id = s.id "
                     f"WHEN MATCHED THEN UPDATE SET n = t.n + s.w "
@@ -117,35 +147,56 @@ class Stmt:
     def label(self) -> str:
         return f"S{self.idx}"
 
+    @property
+    def changes_no_row(self) -> bool:
+        return self.kind in COMPACTIONS
+
+    def matches(self, row: Row) -> bool:
+        """Does the statement's WHERE (MERGE's ON) select ``row``?"""
+        if self.kind == UPDATE2:
+            return row[0] in (self.key, self.key2)
+        if self.kind == SWEEP:
+            return row[0] == self.key or any(row[1] == 1 << j for j in self.sweep)
+        return row[0] == self.key
+
+    def change(self, row: Row) -> Optional[Row]:
+        """A selected row's new value; None: deleted."""
+        if self.kind in (DELETE, SWEEP):
+            return None
+        if self.kind == MOVE:
+            return (self.key2, row[1] + self.w)
+        return (row[0], row[1] + self.w)
+
     # serial semantics over a multiset of rows
-    def apply(self, rows: list) -> tuple[list, tuple]:
-        """(rows after the statement, its result: (rows deleted or updated, rows added))."""
+    def apply(self, rows: list, versions: Optional[dict] = None) -> tuple[list, tuple]:
+        """(rows after the statement, its result: (rows deleted or updated, rows added)).
+        ``versions``: version -> rows, what a RESTORE brings back."""
         k, w = self.key, self.w
-        if self.kind == OPTIMIZE:  # rewrites files, changes no row
+        if self.changes_no_row:  # rewrites files, changes no row
             return rows, (0, 0)
+        if self.kind == RESTORE:
+            return list(versions[k]), (0, 0)
         if self.kind == INSERT:
             return rows + [(k, w)], (0, 1)
-        hits = sum(1 for r in rows if r[0] == k)
-        if self.kind == DELETE:
-            return [r for r in rows if r[0] != k], (hits, 0)
+        hits = [r for r in rows if self.matches(r)]
         if self.kind == MERGE and not hits:
             return rows + [(k, w)], (0, 1)
-        return [(r[0], r[1] + w) if r[0] == k else r for r in rows], (hits, hits)
+        out = [r for r in rows if not self.matches(r)]
+        changed = [c for c in (self.change(r) for r in hits) if c is not None]
+        return out + changed, (len(hits), len(changed))
 
     # effects at a snapshot (identity -> row): what the statement's commit would do
     def effects(self, state: dict) -> tuple[frozenset, list]:
         """(identities of the rows it deletes or updates, rows it adds)."""
         k, w = self.key, self.w
-        if self.kind == OPTIMIZE:  # row identities survive a compaction (deletion vectors carried)
+        if self.changes_no_row or self.kind == RESTORE:  # (row identities survive a compaction)
             return frozenset(), []
         if self.kind == INSERT:
             return frozenset(), [(k, w)]
-        hits = sorted(i for i, r in state.items() if r[0] == k)
-        if self.kind == DELETE:
-            return frozenset(hits), []
+        hits = sorted(i for i, r in state.items() if self.matches(r))
         if self.kind == MERGE and not hits:
             return frozenset(), [(k, w)]
-        return frozenset(hits), [(k, state[i][1] + w) for i in hits]
+        return frozenset(hits), [c for c in (self.change(state[i]) for i in hits) if c is not None]
 
 
 @dataclass(frozen=True)
@@ -154,13 +205,33 @@ class History:
     files: tuple  # ids of each initial data file, in row order
     stmts: tuple  # Stmt
     schedule: tuple  # (("start" | "commit"), statement index)
+    setup: tuple = ()  # ids a DELETE removes at version 1, before any statement (none: no version 1)
+    budget: Optional[int] = None  # isolde.rowLevelConcurrency.budgetRows of every statement (None: default)
+
+    @property
+    def created_rows(self) -> list:
+        """The rows of version 0."""
+        return [(i, 0) for ids in self.files for i in ids]
 
     @property
     def initial_rows(self) -> list:
-        return [(i, 0) for ids in self.files for i in ids]
+        """The rows every statement's serial execution starts from (after the setup DELETE)."""
+        return [r for r in self.created_rows if r[0] not in self.setup]
+
+    @property
+    def versions(self) -> dict:
+        """Version -> rows, for the versions before any statement (what a RESTORE can name)."""
+        out = {0: self.created_rows}
+        if self.setup:
+            out[1] = self.initial_rows
+        return out
 
     def describe(self) -> str:
         lines = [f"history seed={self.seed}: files " + ", ".join(f"f{j}=ids {list(ids)}" for j, ids in enumerate(self.files))]
+        if self.setup:
+            lines.append(f"  v1: DELETE FROM t WHERE id IN {tuple(self.setup)}")
+        if self.budget is not None:
+            lines.append(f"  row-level budget: {self.budget} rows")
         for s in self.stmts:
             lines.append(f"  {s.label()}: {s.sql}")
         lines.append("  schedule: " + ", ".join(f"{ev} {self.stmts[i].label()}" for ev, i in self.schedule))
@@ -173,15 +244,23 @@ OPTIMIZING = 0.0  # chance that a history holds an OPTIMIZE (0: the histories of
 
 
 def generate_history(seed: int, *, reuse: float = REUSE, absent_keys: int = ABSENT_KEYS,
-                     optimize: float = OPTIMIZING) -> History:
+                     optimize: float = OPTIMIZING, extended: float = 0.0, restore: float = 0.0,
+                     compactions: tuple = (OPTIMIZE,), budget=None, placement: float = 0.0) -> History:
     """A random small history, a function of its arguments only (the same for every level
     and mode). Keys are uniform over the table's ids and ``absent_keys`` more, except that
     with probability ``reuse`` a statement picks an earlier statement's key (the collisions
     where conflicts are).
 
     With ``optimize`` > 0 the table starts with 2 or 3 files (something to compact) and with
-    probability ``optimize`` one OPTIMIZE joins the 2-4 DML statements, at a random place.
-    ``optimize`` 0 draws exactly what it drew before OPTIMIZE existed."""
+    probability ``optimize`` one compaction (drawn from ``compactions``) joins the 2-4 DML
+    statements, at a random place. With ``extended`` > 0 each DML statement is, with that
+    probability, one of ``EXTENDED_KINDS`` instead. With ``restore`` > 0 the table gets a setup
+    DELETE of 1-2 ids at version 1 and, with that probability, a RESTORE to version 0 or 1 joins.
+    ``budget``: every statement's row-level budget (rows), or a range to draw it from. With
+    ``placement`` > 0, that share of histories is a placement chain: statement 0 reads two keys,
+    statement 1 moves a row into that read (so 0 can only be ordered before 1), the others
+    read, insert or sweep what 0 writes, and 0 commits last. The defaults draw exactly what was
+    drawn before these moves existed, seed for seed."""
     rng = random.Random(seed)
     k = rng.randint(6, 10)
     ids = list(range(k))
@@ -195,17 +274,68 @@ def generate_history(seed: int, *, reuse: float = REUSE, absent_keys: int = ABSE
         files = (tuple(ids[:cut]), tuple(ids[cut:]))
     universe = list(range(k + absent_keys))
     n = rng.randint(2, 4)
-    kinds_keys = []
+    stmts_drawn = []  # (kind, key, key2, sweep)
     keys: list[int] = []
+
+    def draw_key() -> int:
+        return rng.choice(keys) if keys and rng.random() < reuse else rng.choice(universe)
+
     for i in range(n):
-        key = rng.choice(keys) if keys and rng.random() < reuse else rng.choice(universe)
+        key = draw_key()
         keys.append(key)
-        kinds_keys.append((rng.choice(KINDS), key))
+        kind, key2, sweep = rng.choice(KINDS), -1, ()
+        if extended > 0 and rng.random() < extended:
+            kind = rng.choice(EXTENDED_KINDS)
+            if kind == SWEEP:  # the statements whose rows it deletes (itself included: none)
+                sweep = tuple(sorted(rng.sample(range(4), rng.randint(1, 2))))
+            else:
+                key2 = draw_key()
+                keys.append(key2)
+        stmts_drawn.append((kind, key, key2, sweep))
     if optimize > 0 and rng.random() < optimize:
-        kinds_keys.insert(rng.randint(0, n), (OPTIMIZE, -1))
+        kind = compactions[0] if len(compactions) == 1 else rng.choice(compactions)
+        stmts_drawn.insert(rng.randint(0, n), (kind, -1, -1, ()))
         n += 1
-    stmts = [Stmt(i, kind, key, 1 << i) for i, (kind, key) in enumerate(kinds_keys)]
-    if rng.random() < 0.7:
+    setup: tuple = ()
+    if restore > 0:
+        setup = tuple(sorted(rng.sample(ids, rng.randint(1, 2))))
+        if rng.random() < restore:
+            stmts_drawn.insert(rng.randint(0, n), (RESTORE, rng.choice((0, 1)), -1, ()))
+            n += 1
+    chain = placement > 0 and rng.random() < placement
+    if chain:
+        a, b = rng.sample(ids, 2)
+        mover = rng.choice([i for i in ids if i not in (a, b)])
+        stmts_drawn = [(UPDATE2, a, b, ()), (MOVE, mover, a, ())]
+        if rng.random() < 0.5:
+            # rows inserted in files 0 never reads, then a sweep of them, of 0's rows and of the
+            # moved row's old id (so it must follow the move, which 0 must precede): its check
+            # reads more rows than the move's, so a budget can fall between the two
+            inserts = rng.randint(2, 4)
+            stmts_drawn += [(INSERT, rng.choice(universe[k:] or universe), -1, ()) for _ in range(inserts)]
+            stmts_drawn.append((SWEEP, mover, -1, (0, *range(2, inserts + 2))))
+        else:
+            for _ in range(rng.randint(1, 3)):
+                kind = rng.choice((SWEEP, UPDATE, DELETE, MERGE, INSERT, SWEEP))
+                key = rng.choice((a, b, rng.choice(universe))) if kind != SWEEP else rng.choice(universe)
+                stmts_drawn.append((kind, key, -1, tuple(sorted(rng.sample((0, 1), rng.randint(1, 2))))
+                                    if kind == SWEEP else ()))
+        if optimize > 0 and rng.random() < optimize:  # a compaction, the last winner before 0 commits
+            stmts_drawn.append((compactions[0] if len(compactions) == 1 else rng.choice(compactions), -1, -1, ()))
+        n = len(stmts_drawn)
+    if isinstance(budget, tuple):
+        budget = rng.randint(*budget)
+    stmts = [Stmt(i, kind, key, 1 << i, key2, sweep) for i, (kind, key, key2, sweep) in enumerate(stmts_drawn)]
+    if chain:
+        # 0 reads first and commits last; the others run one after another or overlap
+        schedule = [("start", 0)]
+        for i in range(1, n):
+            schedule.append(("start", i))
+            if rng.random() < 0.7:
+                schedule.append(("commit", i))
+        schedule += [("commit", i) for i in range(1, n) if ("commit", i) not in schedule]
+        schedule.append(("commit", 0))
+    elif rng.random() < 0.7:
         # all read the same snapshot, then commit in a random order
         order = list(range(n))
         rng.shuffle(order)
@@ -224,18 +354,18 @@ def generate_history(seed: int, *, reuse: float = REUSE, absent_keys: int = ABSE
                 started.append(ev[1])
             else:
                 started.remove(ev[1])
-    return History(seed, files, tuple(stmts), tuple(schedule))
+    return History(seed, files, tuple(stmts), tuple(schedule), setup, budget)
 
 
 # --------------------------------------------------------------------------- the in-memory model
 
 
-def run_serial(initial: Sequence[Row], stmts: Iterable[Stmt]) -> tuple[list, dict]:
+def run_serial(initial: Sequence[Row], stmts: Iterable[Stmt], versions: Optional[dict] = None) -> tuple[list, dict]:
     """(final rows sorted, statement index -> its result) of a serial execution."""
     rows = list(initial)
     results = {}
     for s in stmts:
-        rows, results[s.idx] = s.apply(rows)
+        rows, results[s.idx] = s.apply(rows, versions)
     return sorted(rows), results
 
 
@@ -247,45 +377,103 @@ class ModelRun:
     results: dict  # statement index -> (rows deleted or updated, rows added) at its snapshot
 
 
+@dataclass
+class _Table:
+    """The model's table at one moment: live row identities and the data files holding them."""
+
+    state: dict  # row identity -> row, the live rows
+    files: dict  # live data file -> the identities it holds, in row order (deleted ones included)
+
+    def copy(self) -> "_Table":
+        return _Table(dict(self.state), {f: list(ids) for f, ids in self.files.items()})
+
+    def deleted(self, name: str) -> frozenset:
+        """The identities a file's deletion vector holds."""
+        return frozenset(i for i in self.files[name] if i not in self.state)
+
+    def layout(self) -> dict:
+        """Live file -> its deletion vector (what RESTORE compares)."""
+        return {f: self.deleted(f) for f in self.files}
+
+
+def _created(history: History) -> tuple[_Table, dict]:
+    """The table as created and after the setup DELETE, and version -> table for both."""
+    names = [f"f{j}" for j in range(len(history.files))]
+    state = {(name, pos): (i, 0) for name, ids in zip(names, history.files) for pos, i in enumerate(ids)}
+    table = _Table(state, {name: [(name, pos) for pos in range(len(ids))] for name, ids in zip(names, history.files)})
+    versions = {0: table.copy()}
+    if history.setup:
+        for ident in [i for i, r in table.state.items() if r[0] in history.setup]:
+            table.state.pop(ident)
+        versions[1] = table.copy()
+    return table, versions
+
+
+def _compaction_inputs(kind: str, table: _Table) -> list:
+    """The files a compaction rewrites at a snapshot (``start_compaction``'s rule), in path order."""
+    live = sorted(table.files)
+    if kind == PURGE:
+        return [f for f in live if table.deleted(f)]
+    if kind == ZORDER:
+        return live
+    return live if len(live) >= 2 or any(table.deleted(f) for f in live) else []
+
+
 def simulate(history: History, accepted: Optional[set] = None) -> ModelRun:
     """The schedule applied to row identities, nothing refused (``accepted`` None) or only the
     statements in ``accepted`` committing. A commit deletes the row identities the statement
-    saw at its snapshot (already deleted ones stay deleted: deletion vectors are unioned) and
-    adds its new rows.
+    saw at its snapshot (already deleted ones stay deleted) and adds its new rows.
 
-    An OPTIMIZE changes no row identity (deletion vectors are carried through the compaction
-    both ways); the data files are tracked beside the rows only to know whether it finds
-    something to compact at its snapshot (2+ live files, or one with a deletion vector) and
-    so commits something."""
-    state = {(f"f{j}", pos): (i, 0) for j, ids in enumerate(history.files) for pos, i in enumerate(ids)}
-    where = {ident: ident[0] for ident in state}  # row identity -> the data file holding it now
-    files = {f"f{j}": False for j in range(len(history.files))}  # live data file -> has a deletion vector
+    A compaction changes no row identity (deletion vectors are carried through it both ways);
+    the data files are tracked beside the rows to know whether it finds something to compact at
+    its snapshot, and so commits something. A RESTORE makes the table what it was at its
+    version: the same files with the same deletion vectors, so the rows deleted since come back
+    under their old identities, beside the files appended after its snapshot; it commits
+    nothing when the table already is that."""
+    table, versions = _created(history)
     effects: dict = {}
-    compacting: dict = {}  # OPTIMIZE index -> (its input files, the live identities in them), at its snapshot
+    compacting: dict = {}  # compaction index -> (its input files, the live identities in them), at its snapshot
+    restoring: dict = {}  # RESTORE index -> (does it change anything, the files it saw), at its snapshot
     log, noop = [], []
     for ev, i in history.schedule:
         s = history.stmts[i]
         if ev == "start":
-            effects[i] = s.effects(state)
-            if s.kind == OPTIMIZE:
-                inputs = set(files) if len(files) >= 2 or any(files.values()) else set()
-                compacting[i] = (inputs, {ident for ident in state if where[ident] in inputs})
+            effects[i] = s.effects(table.state)
+            if s.changes_no_row:
+                inputs = _compaction_inputs(s.kind, table)
+                compacting[i] = (inputs, [ident for f in inputs for ident in table.files[f] if ident in table.state])
+            elif s.kind == RESTORE:
+                restoring[i] = (table.layout() != versions[s.key].layout(), set(table.files))
             continue
         deleted, added = effects[i]
-        if s.kind == OPTIMIZE:
+        if s.changes_no_row:
             inputs, rows = compacting[i]
             if not inputs:
                 noop.append(i)
                 continue
             if accepted is not None and i not in accepted:
                 continue
-            output = f"opt{i}"
             for name in inputs:
-                files.pop(name, None)
-            for ident in rows:
-                where[ident] = output
+                table.files.pop(name, None)
             if rows:  # one output file; rows deleted since the snapshot carried over as its vector
-                files[output] = any(ident not in state for ident in rows)
+                table.files[f"opt{i}"] = list(rows)
+            log.append(i)
+            continue
+        if s.kind == RESTORE:
+            changes, seen = restoring[i]
+            if not changes:
+                noop.append(i)
+                continue
+            if accepted is not None and i not in accepted:
+                continue
+            # its actions were computed at its snapshot: files added since (a blind append it was
+            # allowed to commit over) stay as they are
+            restored = versions[s.key].copy()
+            for name, idents in table.files.items():
+                if name not in seen:
+                    restored.files[name] = idents
+                    restored.state.update({ident: table.state[ident] for ident in idents if ident in table.state})
+            table = restored
             log.append(i)
             continue
         if not deleted and not added:
@@ -294,20 +482,18 @@ def simulate(history: History, accepted: Optional[set] = None) -> ModelRun:
         if accepted is not None and i not in accepted:
             continue
         for ident in deleted:
-            if ident in state and where[ident] in files:
-                files[where[ident]] = True
-            state.pop(ident, None)
-        for j, row in enumerate(added):
-            state[(f"new{i}", j)] = row
-            where[(f"new{i}", j)] = f"new{i}"
-            files[f"new{i}"] = False
+            table.state.pop(ident, None)
+        if added:
+            table.files[f"new{i}"] = [(f"new{i}", j) for j in range(len(added))]
+            for j, row in enumerate(added):
+                table.state[(f"new{i}", j)] = row
         log.append(i)
     results = {i: (len(d), len(a)) for i, (d, a) in effects.items()}
-    return ModelRun(sorted(state.values()), log, noop, results)
+    return ModelRun(sorted(table.state.values()), log, noop, results)
 
 
 def serial_order(final: Sequence[Row], results: Optional[dict], initial: Sequence[Row], stmts: Sequence[Stmt],
-                 level: str) -> Optional[list]:
+                 level: str, versions: Optional[dict] = None) -> Optional[list]:
     """The serial order of ``stmts`` (given in log order) allowed by ``level`` that ends with
     the rows ``final`` and in which every statement has the result it had (``results``: index
     -> (rows deleted or updated, rows added); None: compare the rows only); None when there
@@ -315,7 +501,7 @@ def serial_order(final: Sequence[Row], results: Optional[dict], initial: Sequenc
     final = sorted(final)
 
     def same(order) -> bool:
-        rows, got = run_serial(initial, order)
+        rows, got = run_serial(initial, order, versions)
         return rows == final and (results is None or all(got[s.idx] == results[s.idx] for s in order))
 
     if level == SERIALIZABLE:
@@ -350,12 +536,39 @@ def _new_file_name() -> str:
 
 
 def create_table(table_path: str, history: History, level: str, mode: str) -> None:
+    """Version 0: the table with its files; version 1 (when the history has a setup): a
+    deletion-vector DELETE of the setup ids."""
     os.makedirs(table_path)  # a fresh directory: never a table left by another run
     adds = [_write_parquet(table_path, f"part-0000{j}-initial-c000.snappy.parquet", [(i, 0) for i in ids])
             for j, ids in enumerate(history.files)]
     config = {"delta.enableDeletionVectors": "true", "delta.isolationLevel": level,
               "isolde.rowLevelConcurrency": mode}
     DeltaLog.for_table(table_path).start_transaction().commit([Metadata(SCHEMA, (), config), *adds], "CREATE TABLE")
+    if history.setup:
+        txn = DeltaLog.for_table(table_path).start_transaction()
+        touched = {}
+        for f in txn.snapshot.all_files:
+            hits = [pos for pos, row in live_rows(table_path, f) if row[0] in history.setup]
+            if hits:
+                touched[f.path] = (f, hits)
+        txn.read_whole_table()
+        txn.commit(_deletion_vector_actions(table_path, touched), "DELETE",
+                   {"predicate": json.dumps([f"id IN {tuple(history.setup)}"])})
+
+
+def _deletion_vector_actions(table_path: str, touched: dict) -> list:
+    """dml.apply_changes, deletion-vector mode: per touched file (path -> (AddFile, positions))
+    a remove and a re-add whose vector is the old one plus the positions, one vector file."""
+    if not touched:
+        return []
+    vectors = {p: read_deleted_rows(table_path, f.deletion_vector) | set(pos) for p, (f, pos) in touched.items()}
+    descriptors = write_deletion_vectors(table_path, vectors)
+    now = int(time.time() * 1000)
+    actions = []
+    for p, (f, _) in sorted(touched.items()):
+        actions.append(f.remove(deletion_timestamp=now, data_change=True))
+        actions.append(replace(f, deletion_vector=descriptors[p], data_change=True, extra=dict(f.extra)))
+    return actions
 
 
 def live_rows(table_path: str, add: AddFile) -> list:
@@ -392,30 +605,58 @@ class Prepared:
     result: tuple  # (rows deleted or updated, rows added): what the statement reports
 
 
-def start_optimize(table_path: str, stmt: Stmt) -> Prepared:
-    """OPTIMIZE as executor/jobs/optimize.py does it, at the log level, with one bin of every
-    live file (when there are 2+ of them or one has a deletion vector; else nothing to do):
-    the read recorded as exactly the input files, one output file of the inputs' live rows
-    (input by input in path order, each by position) with its layout tag, the inputs removed
-    and the output added with dataChange=false. Never row-level."""
+def start_compaction(table_path: str, stmt: Stmt) -> Prepared:
+    """A compaction as executor/jobs/optimize.py does it, at the log level, with one bin of
+    ``_compaction_inputs`` (OPTIMIZE: every live file, when there are 2+ of them or one has a
+    deletion vector; REORG PURGE: the files with deletion vectors; ZORDER: every file): the read
+    recorded as exactly the input files, one output file of the inputs' live rows, the inputs
+    removed and the output added with dataChange=false. OPTIMIZE and PURGE write the output input
+    by input in path order, each by position, and tag it with that layout; ZORDER sorts the rows
+    by n (then id) and, without row tracking, records no layout. Never row-level."""
     txn = DeltaLog.for_table(table_path).start_transaction()
     txn.verify_files = True
     snap = txn.snapshot
     live = sorted(snap.all_files, key=lambda f: f.path)
-    inputs = live if len(live) >= 2 or any(f.deletion_vector is not None for f in live) else []
+    if stmt.kind == PURGE:
+        inputs = [f for f in live if f.deletion_vector is not None]
+    elif stmt.kind == ZORDER:
+        inputs = live
+    else:
+        inputs = live if len(live) >= 2 or any(f.deletion_vector is not None for f in live) else []
     txn.record_read(None, None, files=inputs)  # exactly the files it rewrites
     actions: list = []
     if inputs:
         rows = [row for f in inputs for _, row in live_rows(table_path, f)]
+        if stmt.kind == ZORDER:
+            rows.sort(key=lambda r: (r[1], r[0]))
         now = int(time.time() * 1000)
         actions = [f.remove(deletion_timestamp=now, data_change=False) for f in inputs]
         if rows:
             add = _write_parquet(table_path, _new_file_name(), rows, data_change=False)
-            if (add.parsed_stats or {}).get("numRecords") == len(rows):
+            if stmt.kind != ZORDER and (add.parsed_stats or {}).get("numRecords") == len(rows):
                 add = replace(add, tags={**(add.tags or {}), LAYOUT_TAG: layout_tag(inputs)})
             actions.append(add)
-    parameters = {"predicate": "[]", "auto": "false", "clusterBy": "[]", "zOrderBy": "[]"}
-    return Prepared(stmt, txn, actions, "OPTIMIZE", parameters, snap.version, txn.row_level, (0, 0))
+    if stmt.kind == PURGE:
+        operation, parameters = "REORG", {"predicate": "[]", "applyPurge": "true"}
+    else:
+        operation = "OPTIMIZE"
+        parameters = {"predicate": "[]", "auto": "false", "clusterBy": "[]",
+                      "zOrderBy": '["n"]' if stmt.kind == ZORDER else "[]"}
+    return Prepared(stmt, txn, actions, operation, parameters, snap.version, txn.row_level, (0, 0))
+
+
+def start_restore(table_path: str, stmt: Stmt) -> Prepared:
+    """RESTORE as executor/jobs/restore.py does it: the actions that make the latest version
+    look like version ``stmt.key`` (``restore_actions``), the whole table read."""
+    from isolde.executor.jobs.restore import restore_actions
+
+    log = DeltaLog.for_table(table_path)
+    txn = log.start_transaction()
+    txn.verify_files = True
+    snap = txn.snapshot
+    actions, _ = restore_actions(table_path, snap, log.snapshot(stmt.key))
+    txn.read_whole_table()
+    return Prepared(stmt, txn, actions, "RESTORE", {"version": stmt.key}, snap.version, txn.row_level, (0, 0))
 
 
 def start(table_path: str, stmt: Stmt) -> Prepared:
@@ -423,8 +664,10 @@ def start(table_path: str, stmt: Stmt) -> Prepared:
     statement does, read the rows and stage its files and deletion vectors."""
     from isolde.planner.scope import conflict_scope
 
-    if stmt.kind == OPTIMIZE:
-        return start_optimize(table_path, stmt)
+    if stmt.changes_no_row:
+        return start_compaction(table_path, stmt)
+    if stmt.kind == RESTORE:
+        return start_restore(table_path, stmt)
     txn = DeltaLog.for_table(table_path).start_transaction()
     txn.verify_files = True  # as the session's transactions (executor/context.py)
     snap = txn.snapshot
@@ -442,30 +685,21 @@ def start(table_path: str, stmt: Stmt) -> Prepared:
     touched: dict = {}  # path -> (AddFile, positions)
     new_rows: list = []
     for f in files:
-        hits = [(pos, row) for pos, row in live_rows(table_path, f) if row[0] == k]
+        hits = [(pos, row) for pos, row in live_rows(table_path, f) if stmt.matches(row)]
         if hits:
             touched[f.path] = (f, [pos for pos, _ in hits])
-            if stmt.kind != DELETE:
-                new_rows += [(row[0], row[1] + w) for _, row in hits]
+            new_rows += [c for c in (stmt.change(row) for _, row in hits) if c is not None]
     if stmt.kind == MERGE and not touched:
         new_rows = [(k, w)]
-    actions: list = []
-    if touched:
-        # dml.apply_changes, deletion-vector mode: old vector | changed positions, one vector file
-        vectors = {p: read_deleted_rows(table_path, f.deletion_vector) | set(pos) for p, (f, pos) in touched.items()}
-        descriptors = write_deletion_vectors(table_path, vectors)
-        now = int(time.time() * 1000)
-        for p, (f, _) in sorted(touched.items()):
-            actions.append(f.remove(deletion_timestamp=now, data_change=True))
-            actions.append(replace(f, deletion_vector=descriptors[p], data_change=True, extra=dict(f.extra)))
+    actions = _deletion_vector_actions(table_path, touched)
     if new_rows:
         actions.append(_write_parquet(table_path, _new_file_name(), new_rows))
     if stmt.kind == MERGE:
         operation = "MERGE"
         parameters = {"predicate": json.dumps(["t.id = s.id"])}
     else:
-        operation = stmt.kind
-        parameters = {"predicate": json.dumps([f"id = {k}"])}
+        operation = "DELETE" if stmt.kind in (DELETE, SWEEP) else "UPDATE"
+        parameters = {"predicate": json.dumps([stmt.sql.split(" WHERE ", 1)[1]])}
     result = (sum(len(pos) for _, pos in touched.values()), len(new_rows))
     return Prepared(stmt, txn, actions, operation, parameters, snap.version, txn.row_level, result)
 
@@ -475,7 +709,7 @@ class Outcome:
     committed: list = field(default_factory=list)  # statement indices in log order
     versions: dict = field(default_factory=dict)  # statement index -> version
     refused: dict = field(default_factory=dict)  # statement index -> "ExceptionClass: message"
-    refusals: dict = field(default_factory=dict)  # statement index -> (ExceptionClass, winning operation)
+    refusals: dict = field(default_factory=dict)  # statement index -> (ExceptionClass, winning statement or None)
     noop: list = field(default_factory=list)  # statements with nothing to commit
     read_versions: dict = field(default_factory=dict)
     row_level: dict = field(default_factory=dict)  # statement index -> checked per row?
@@ -516,11 +750,14 @@ def run_history(history: History, level: str, mode: str, table_path: str, *, del
         if not p.actions:
             out.noop.append(i)
             continue
+        if history.budget is not None:
+            p.txn.row_level_budget_rows = history.budget
         try:
             version = p.txn.commit(p.actions, operation=p.operation, operation_parameters=p.parameters)
         except CONFLICT_EXCEPTIONS as e:
             out.refused[i] = f"{type(e).__name__}: {e}"
-            out.refusals[i] = (type(e).__name__, getattr(e, "winning_operation", None))
+            by_version = {v: j for j, v in out.versions.items()}
+            out.refusals[i] = (type(e).__name__, by_version.get(getattr(e, "winning_version", None)))
             continue
         out.committed.append(i)
         out.versions[i] = version
@@ -554,6 +791,7 @@ def _labels(stmts) -> list:
 def judge(history: History, level: str, out: Outcome) -> Verdict:
     v = Verdict()
     initial = history.initial_rows
+    versions = history.versions
     stmts = history.stmts
     if out.delta_rs is not None and out.delta_rs != out.final:
         v.violations.append(f"delta-rs reads {out.delta_rs}, pyarrow + deletion vectors read {out.final}")
@@ -565,8 +803,8 @@ def judge(history: History, level: str, out: Outcome) -> Verdict:
         v.violations.append(f"the model's statements read other rows than the real ones: model results "
                             f"{model.results}, nothing to do: {_labels(stmts[i] for i in model.noop)}")
     committed = [stmts[i] for i in out.committed]
-    if serial_order(out.final, out.results, initial, committed, level) is None:
-        rows, results = run_serial(initial, committed)
+    if serial_order(out.final, out.results, initial, committed, level, versions) is None:
+        rows, results = run_serial(initial, committed, versions)
         v.violations.append(
             f"the checker let through a history that is not {level}: no allowed serial order of "
             f"{_labels(committed)} ends with rows {out.final} and results "
@@ -576,16 +814,16 @@ def judge(history: History, level: str, out: Outcome) -> Verdict:
     if out.refused:
         forced = simulate(history)
         forced_stmts = [stmts[i] for i in forced.log]
-        order = serial_order(forced.final, forced.results, initial, forced_stmts, level)
+        order = serial_order(forced.final, forced.results, initial, forced_stmts, level, versions)
         v.false_conflict = order is not None
         v.forced_order = None if order is None else _labels(order)
-        v.false_conflict_rows_only = serial_order(forced.final, None, initial, forced_stmts, level) is not None
+        v.false_conflict_rows_only = serial_order(forced.final, None, initial, forced_stmts, level, versions) is not None
         for i in out.refused:
             alone = simulate(history, accepted=set(out.committed) | {i})
             alone_stmts = [stmts[j] for j in alone.log]
-            if serial_order(alone.final, alone.results, initial, alone_stmts, level) is not None:
+            if serial_order(alone.final, alone.results, initial, alone_stmts, level, versions) is not None:
                 v.false_refusals += 1
-            if serial_order(alone.final, None, initial, alone_stmts, level) is not None:
+            if serial_order(alone.final, None, initial, alone_stmts, level, versions) is not None:
                 v.false_refusals_rows_only += 1
     return v
 
@@ -647,26 +885,29 @@ class Tally:
                    f"{self.optimize_over_dml}" if self.optimize_histories else ""))
 
 
-DML_WINNERS = (UPDATE, DELETE, MERGE)  # commitInfo.operation of the DML statements that change rows
+ROW_CHANGING = (UPDATE, DELETE, MERGE, UPDATE2, MOVE, SWEEP)  # DML kinds that delete or update rows
 
 
 def _count_optimize(tally: Tally, seed: int, history: History, out: Outcome, text: str) -> None:
-    """OPTIMIZE against the DML statements of one history: refusals either way, and the
-    concurrent pairs that both committed (a deletion vector carried across the compaction)."""
-    opt = [s.idx for s in history.stmts if s.kind == OPTIMIZE]
+    """The carrying compactions (OPTIMIZE, REORG PURGE) against the DML statements of one
+    history: refusals either way, and the concurrent pairs that both committed (a deletion
+    vector carried across the compaction)."""
+    opt = [s.idx for s in history.stmts if s.kind in CARRYING]
     if not opt:
         return
     tally.optimize_histories += 1
     bad = []
     for i, (cls, winner) in out.refusals.items():
-        if history.stmts[i].kind == OPTIMIZE:
+        mine = history.stmts[i]
+        theirs = history.stmts[winner] if winner is not None else None
+        if mine.kind in CARRYING:
             tally.optimize_refused += 1
-            if winner in DML_WINNERS:
+            if theirs is not None and theirs.kind in ROW_CHANGING:
                 tally.optimize_refused_by_dml += 1
-                bad.append(f"OPTIMIZE {history.stmts[i].label()} refused by a {winner} winner: {cls}")
-        elif winner == OPTIMIZE:
+                bad.append(f"{mine.kind} {mine.label()} refused by the {theirs.kind} winner {theirs.label()}: {cls}")
+        elif theirs is not None and theirs.kind in CARRYING:
             tally.dml_refused_by_optimize += 1
-            bad.append(f"{history.stmts[i].label()} ({history.stmts[i].kind}) refused by the OPTIMIZE winner: {cls}")
+            bad.append(f"{mine.label()} ({mine.kind}) refused by the {theirs.kind} winner {theirs.label()}: {cls}")
     if bad and len(tally.optimize_examples) < 5:
         tally.optimize_examples.append((seed, text + "\n  " + "\n  ".join(bad)))
     for o in opt:
@@ -675,7 +916,7 @@ def _count_optimize(tally: Tally, seed: int, history: History, out: Outcome, tex
         tally.optimize_committed += 1
         ov, orv = out.versions[o], out.read_versions[o]
         for i, v in out.versions.items():
-            if history.stmts[i].kind == OPTIMIZE or not out.results[i][0]:
+            if history.stmts[i].kind not in ROW_CHANGING or not out.results[i][0]:
                 continue  # only statements that deleted or updated rows carry a deletion vector
             if v > ov and out.read_versions[i] < ov:
                 tally.dml_over_optimize += 1

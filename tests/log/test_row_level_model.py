@@ -22,6 +22,14 @@ deletion vectors carried through the compaction (executor/txn/compaction.py) nei
 may lose to the other: no OPTIMIZE refused by an UPDATE / DELETE / MERGE winner, no DML
 statement refused by an OPTIMIZE winner, row level or file level.
 
+The moves of issue 52 (``row_model`` docstring): RESTORE to a version whose deletion vectors
+are smaller, REORG PURGE and ZORDER beside OPTIMIZE, statements that read two keys, move a row
+into another's read or sweep the rows others wrote, placement chains (a statement ordered
+before a winner, then further winners of every kind) and row-level budgets small enough that
+the checker falls back to the file-level rules. The same judgement applies, and a checker
+patched back to each defect found under attack (vectors unioned blindly on rebase, placements
+forgotten on a fallback, a compaction treated as a reader that orders) is caught.
+
 A failure names the seed; replay one history with
 ``cd tests && python -c "from log.row_model import replay; print(replay(SEED, LEVEL, MODE, '/tmp'))"``
 (add ``reuse=0.4`` for the collision-heavy batch, ``optimize=0.3`` for the OPTIMIZE ones).
@@ -29,11 +37,15 @@ A failure names the seed; replay one history with
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from isolde.executor.log.actions import RemoveFile
+
 import pytest
 
 from . import row_model as M
-from .row_model import (MERGE, DELETE, INSERT, OPTIMIZE, SERIALIZABLE, UPDATE, WRITE_SERIALIZABLE, History,
-                        Stmt)
+from .row_model import (MERGE, DELETE, INSERT, MOVE, OPTIMIZE, PURGE, RESTORE, SERIALIZABLE, SWEEP, UPDATE,
+                        UPDATE2, WRITE_SERIALIZABLE, ZORDER, History, Stmt)
 
 FAST_HISTORIES = 75  # per level and mode: 300 in all, a few seconds
 SLOW_HISTORIES = 600  # per level and mode, uniform keys: 2,400 ...
@@ -42,6 +54,13 @@ COLLIDING = {"reuse": 0.4}
 OPTIMIZING = {"optimize": 0.3}  # about 3 histories in 10 hold an OPTIMIZE
 FAST_OPTIMIZING = 60  # per level and mode
 SLOW_OPTIMIZING = 400  # per level and mode, uniform keys and collision-heavy each
+# issue 52's moves (generate_history's arguments)
+RESTORING = {"restore": 0.6, "reuse": 0.4}
+EXTENDED = {"extended": 0.6, "reuse": 0.4, "optimize": 0.4, "compactions": (OPTIMIZE, PURGE, ZORDER),
+            "budget": (1, 12)}
+CHAINS = {"placement": 1.0, "budget": (3, 10), "optimize": 0.5, "compactions": (OPTIMIZE, PURGE)}
+FAST_NEW_MOVES = 15  # per generator, level and mode: 180 histories, ~1 min
+SLOW_NEW_MOVES = 150  # per generator, level and mode
 MAX_ROW_LEVEL_FALSE = 0.10
 MIN_REFUSED = 5  # fewer refused histories than this and a ratio says nothing
 
@@ -99,9 +118,14 @@ def _assert_false_conflicts(row: M.Tally, file: M.Tally) -> None:
 # --------------------------------------------------------------------------- the model itself
 
 
-def _history(files, stmts, schedule) -> History:
-    return History(0, tuple(tuple(f) for f in files), tuple(Stmt(i, kind, key, 1 << i) for i, (kind, key) in
-                                                            enumerate(stmts)), tuple(schedule))
+def _history(files, stmts, schedule, setup=(), budget=None) -> History:
+    """``stmts``: (kind, key) or (kind, key, key2) or (kind, key, key2, sweep) per statement."""
+    def stmt(i, spec):
+        kind, key, *rest = spec
+        return Stmt(i, kind, key, 1 << i, *rest)
+
+    return History(0, tuple(tuple(f) for f in files), tuple(stmt(i, spec) for i, spec in enumerate(stmts)),
+                   tuple(schedule), tuple(setup), budget)
 
 
 SAME_SNAPSHOT_01 = (("start", 0), ("start", 1), ("commit", 0), ("commit", 1))
@@ -219,7 +243,7 @@ def test_optimize_and_concurrent_dml_both_commit(tmp_path, level, mode, optimize
         # file level: the DELETE and the UPDATE, carried onto the one compacted file, now both
         # change it, and the later loses to the earlier as on any one file (a false conflict the
         # OPTIMIZE brought in; neither side of the compaction loses)
-        assert out.committed == [0, 1] and out.refusals == {2: ("ConcurrentDeleteReadException", DELETE)}
+        assert out.committed == [0, 1] and out.refusals == {2: ("ConcurrentDeleteReadException", 1)}  # S1 won
         assert out.final == sorted([(i, 0) for i in range(6) if i != 4])
         assert verdict.false_conflict is True
         return
@@ -265,6 +289,91 @@ def test_the_model_sees_a_checker_that_does_not_carry(tmp_path, monkeypatch, mod
     assert tally.optimize_refused_by_dml and tally.dml_refused_by_optimize  # ... and counted
 
 
+# --------------------------------------------------------------------------- issue 52: the reproducers, at the log level
+
+
+@pytest.mark.parametrize("mode", M.MODES)
+@pytest.mark.parametrize("level", M.LEVELS)
+@pytest.mark.parametrize("loser", [DELETE, UPDATE])
+def test_a_rebase_over_a_restore_keeps_the_restored_row(tmp_path, level, mode, loser):
+    # v1 deletes id 0 (a vector on the one file); a DELETE / UPDATE of id 5 reads v1; RESTORE to
+    # v0 brings id 0 back (the file without a vector); the statement then commits over it
+    h = _history([range(10)], [(loser, 5), (RESTORE, 0)],
+                 [("start", 0), ("start", 1), ("commit", 1), ("commit", 0)], setup=(0,))
+    out = M.run_history(h, level, mode, str(tmp_path / "t"))
+    assert M.judge(h, level, out).violations == []
+    if mode == "auto":  # rebased per row: both commit, and id 0 stays restored
+        assert out.committed == [1, 0]
+        assert (0, 0) in out.final and (0, 0) in out.delta_rs
+        assert out.final == sorted([(i, 0) for i in range(10) if i != 5] + ([(5, 1)] if loser == UPDATE else []))
+    else:  # per file: the RESTORE re-added the file the statement read, with rows back in it
+        assert out.committed == [1] and out.refusals == {0: ("ConcurrentAppendException", 1)}
+        assert out.final == [(i, 0) for i in range(10)]
+
+
+@pytest.mark.parametrize("compaction", [OPTIMIZE, PURGE])
+def test_a_compaction_never_fails_a_statement_ordered_before_an_earlier_winner(tmp_path, compaction):
+    # WriteSerializable: S0 reads ids 5 and 1; S1 moves id 9 to 5 (S0 can still be ordered
+    # before S1, and is); the compaction commits; S0 then commits
+    h = _history([range(5), range(5, 10)], [(UPDATE2, 5, 1), (MOVE, 9, 5), (compaction, -1)],
+                 [("start", 0), ("start", 1), ("commit", 1), ("start", 2), ("commit", 2), ("commit", 0)],
+                 setup=(3,) if compaction == PURGE else ())  # PURGE needs a vector to purge
+    out = M.run_history(h, WRITE_SERIALIZABLE, "auto", str(tmp_path / "t"))
+    assert M.judge(h, WRITE_SERIALIZABLE, out).violations == []
+    assert out.committed == [1, 2, 0] and not out.refused
+    assert (5, 1) in out.final and (1, 1) in out.final and (5, 2) in out.final
+
+
+# S0 reads first; S1 .. S5 then run one after another; S0 commits last
+CHAIN_SCHEDULE = [("start", 0)] + [ev for i in range(1, 6) for ev in (("start", i), ("commit", i))] + [("commit", 0)]
+
+
+@pytest.mark.parametrize("budget", [None, 6])
+def test_a_fallback_past_the_budget_keeps_the_order_it_was_placed_in(tmp_path, budget):
+    # S0 reads ids 5 and 1, S1 moves id 9 to 5 (S0 ordered before S1); three rows inserted, then
+    # S5 deletes them, the rows S0 writes (n = 1) and id 9: it must follow S1, so S0 precedes it
+    # and would lose its rows to it. With a budget of 6 rows the check of S1 stays per row and
+    # that of S5 falls back per file, where S5 touched no file S0 read.
+    h = _history([range(10)], [(UPDATE2, 5, 1), (MOVE, 9, 5), (INSERT, 11), (INSERT, 11), (INSERT, 11),
+                               (SWEEP, 9, -1, (0, 2, 3, 4))],
+                 CHAIN_SCHEDULE, budget=budget)
+    out = M.run_history(h, WRITE_SERIALIZABLE, "auto", str(tmp_path / "t"))
+    assert M.judge(h, WRITE_SERIALIZABLE, out).violations == []
+    assert out.committed == [1, 2, 3, 4, 5]
+    cls, winner = out.refusals[0]
+    assert winner == 5 and cls in ("ConcurrentAppendException", "ConcurrentDeleteReadException")
+    if budget is not None:
+        assert "Decided per file" in out.refused[0] and "ordered before version 1" in out.refused[0]
+
+
+def test_a_checker_that_forgets_placements_on_fallback_commits_that_history(tmp_path, monkeypatch):
+    """The test of the test above: without the placement the history is not serialisable."""
+    from isolde.executor.txn import transaction
+    from isolde.executor.txn.conflicts import ConflictChecker
+
+    monkeypatch.setattr(transaction, "fallback_to_file_level",
+                        lambda state, winner, budget: ConflictChecker(state.summary, winner).check())
+    h = _history([range(10)], [(UPDATE2, 5, 1), (MOVE, 9, 5), (INSERT, 11), (INSERT, 11), (INSERT, 11),
+                               (SWEEP, 9, -1, (0, 2, 3, 4))],
+                 CHAIN_SCHEDULE, budget=6)
+    out = M.run_history(h, WRITE_SERIALIZABLE, "auto", str(tmp_path / "t"), delta_rs=False)
+    assert out.committed == [1, 2, 3, 4, 5, 0]
+    assert any("is not WriteSerializable" in v for v in M.judge(h, WRITE_SERIALIZABLE, out).violations)
+
+
+def test_new_moves_are_generated():
+    kinds = {s.kind for seed in M.seeds(200) for s in M.generate_history(seed, **EXTENDED).stmts}
+    assert {UPDATE2, MOVE, SWEEP, OPTIMIZE, PURGE, ZORDER} <= kinds
+    restoring = [M.generate_history(seed, **RESTORING) for seed in M.seeds(200)]
+    assert all(h.setup for h in restoring) and 80 <= sum(any(s.kind == RESTORE for s in h.stmts)
+                                                         for h in restoring) <= 160
+    chains = [M.generate_history(seed, **CHAINS) for seed in M.seeds(100)]
+    assert all(h.stmts[0].kind == UPDATE2 and h.stmts[1].kind == MOVE and h.schedule[-1] == ("commit", 0)
+               for h in chains)
+    assert {h.budget for h in chains} == set(range(3, 11))
+    assert M.generate_history(12345, **CHAINS) == M.generate_history(12345, **CHAINS)
+
+
 # --------------------------------------------------------------------------- random histories
 
 
@@ -287,6 +396,62 @@ def test_random_histories_with_optimize(tmp_path_factory, level, mode):
     tally = _tally(tmp_path_factory, level, mode, FAST_OPTIMIZING, 19, **OPTIMIZING)
     _assert_no_violations(tally, OPTIMIZING)
     _assert_optimize_never_loses(tally, OPTIMIZING)
+
+
+NEW_MOVES = [RESTORING, EXTENDED, CHAINS]
+NEW_MOVES_IDS = ["restore", "moves-compactions-budgets", "placement-chains"]
+
+
+@pytest.mark.parametrize("generator", NEW_MOVES, ids=NEW_MOVES_IDS)
+@pytest.mark.parametrize("mode", M.MODES)
+@pytest.mark.parametrize("level", M.LEVELS)
+def test_random_histories_with_new_moves_are_serialisable(tmp_path_factory, level, mode, generator):
+    tally = _tally(tmp_path_factory, level, mode, FAST_NEW_MOVES, 23, **generator)
+    _assert_no_violations(tally, generator)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("generator", NEW_MOVES, ids=NEW_MOVES_IDS)
+@pytest.mark.parametrize("mode", M.MODES)
+@pytest.mark.parametrize("level", M.LEVELS)
+def test_many_histories_with_new_moves_are_serialisable(tmp_path_factory, level, mode, generator):
+    tally = _tally(tmp_path_factory, level, mode, SLOW_NEW_MOVES, 24, **generator)
+    _assert_no_violations(tally, generator)
+    if generator is CHAINS:  # a carrying compaction never fails a statement placed before a winner
+        _assert_optimize_never_loses(tally, generator, min_crossings=0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("defect, generator, level", [
+    ("union", RESTORING, WRITE_SERIALIZABLE),
+    ("forget", CHAINS, WRITE_SERIALIZABLE),
+    ("compaction-orders", CHAINS, WRITE_SERIALIZABLE),
+], ids=["vectors-unioned-on-rebase", "placements-forgotten-on-fallback", "compaction-treated-as-a-reader"])
+def test_the_model_catches_each_defect_found_under_attack(tmp_path, monkeypatch, defect, generator, level):
+    from isolde.executor.txn import row_level, transaction
+    from isolde.executor.txn.conflicts import ConflictChecker, WinningCommitSummary
+
+    if defect == "union":  # the old rebase: W's vector | this transaction's whole new vector
+        real = row_level.rebase_deletion_vectors
+
+        def union(actions, winner, files):
+            theirs = {a.path for a in winner.added_files}
+            blind = [replace(a, deletion_vector=None) if isinstance(a, RemoveFile) and a.path in theirs else a
+                     for a in actions]
+            return real(blind, winner, files)
+
+        monkeypatch.setattr(transaction, "rebase_deletion_vectors", union)
+    elif defect == "forget":
+        monkeypatch.setattr(transaction, "fallback_to_file_level",
+                            lambda state, winner, budget: ConflictChecker(state.summary, winner).check())
+    else:
+        monkeypatch.setattr(WinningCommitSummary, "changes_data", property(lambda self: True))
+    tally = M.check_histories(level, "auto", M.seeds(120, 25), str(tmp_path), delta_rs=False, **generator)
+    if defect == "compaction-orders":
+        assert tally.dml_refused_by_optimize > 0, tally.summary()
+    else:
+        assert tally.violations, tally.summary()
+        assert all("is not WriteSerializable" in text for _, text in tally.violations)
 
 
 SLOW_GENERATORS = [{}, COLLIDING, OPTIMIZING, {**COLLIDING, **OPTIMIZING}]
