@@ -218,7 +218,9 @@ def conform(df: DataFrame, table_schema: T.StructType, *, columns: Sequence[str]
                 k.lower().startswith(S.CONSTRAINT_PREFIX) for k in configuration)))):
         if src_cols == [f.name for f in fields]:
             return df
-        return df.select(*[_col(c).alias(f.name) for c, f in zip(src_cols, fields)])
+        # renamed by position: select items may share a name (``SELECT CAST(id AS INT),
+        # CAST(id AS STRING)``, ``SELECT 7, 7``), which a select by name finds ambiguous
+        return df.toDF(*[f.name for f in fields])
 
     # --- build the columns: given, default, null; then identity; then generated
     tmp = [f"__isolde_src_{i}" for i in range(len(src_cols))]

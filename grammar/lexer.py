@@ -181,6 +181,9 @@ class SqlLexer(Lexer):
                         action = states[state].get(keyword) if keyword else None
                         if action is not None and (action[0] is Shift or upper in RESERVED):
                             kind = keyword
+                        elif upper in RESERVED and values and type(values[-1]) is Tok and values[-1].value == "." \
+                                and "IDENT" in states[state]:
+                            kind = "IDENT"  # a name part after a dot (`db.table`): no keyword can stand there
                         else:
                             kind = word(value, state, stack)
                     elif kind == "punct":
@@ -249,6 +252,29 @@ class SqlLexer(Lexer):
             self.stops[state] = result = (frozenset(words), frozenset(punct))
             return result
 
+    def _keyword_ends_slot(self, text: str, pos: int, end: int, state: int, stack, word: str) -> bool:
+        """Does stop word ``word`` (its text ending at ``pos``) end the SOUP shifted in ``state``?
+        Only if the token after it is one the grammar accepts after that keyword: ``ZORDER BY``
+        ends an OPTIMIZE's WHERE, ``zorder = 1`` is a column of it (Delta's non-reserved words)."""
+        after = shifted(self.states, [*stack, self.states[state]["SOUP"][1]], self.keywords[word])
+        if after is None or any(slot in self.states[after[-1]] for slot in SLOTS):
+            return True  # (a slot follows the keyword: whatever comes next is its text)
+        m = _SCAN.match(text, pos, end)
+        while m is not None and m.lastgroup == "skip":
+            m = _SCAN.match(text, m.end(), end)
+        if m is None or pos >= end or m.start() >= end:
+            terminal = "$END"
+        else:
+            kind, value = m.lastgroup, m.group()
+            if kind == "word":
+                keyword = self.keywords.get(value.upper())
+                terminal = keyword if keyword and keyword in self.states[after[-1]] else "IDENT"
+            elif kind == "punct":
+                terminal = self.punct.get(value, value)
+            else:
+                terminal = kind
+        return shifts(self.states, after, terminal) or (terminal == "$END" and "$END" in self.states[after[-1]])
+
     def _slot(self, text, pos, end, state, slot, stack):
         """The ``slot`` token starting at the first significant character from ``pos``
         (positions only; the caller fills in lines and columns), or None."""
@@ -256,19 +282,25 @@ class SqlLexer(Lexer):
             m = _BLANKS_THEN_QUERY.match(text, pos, end)
             if m is None or not shifts(self.states, stack, slot):
                 return None
+            if "WITH" in self.keywords and self.keywords["WITH"] in self.states[state] \
+                    and _with_before_write(text, m.start("query"), end):
+                return None  # WITH w AS (...) INSERT / UPDATE / DELETE / MERGE: the grammar's with_dml
             start, stop = m.start("query"), end  # statements end at a significant token
         else:
             start = _BLANKS.match(text, pos, end).end()
             if start >= end:
                 return None
-            stop = _soup_end(text, start, end, *self._stops_after(state)) if slot == "SOUP" else end
+            stop = _soup_end(text, start, end, *self._stops_after(state),
+                             ends=lambda word, at: self._keyword_ends_slot(text, at, end, state, stack, word)) \
+                if slot == "SOUP" else end
             if stop <= start:
                 return None
         return Tok(slot, text[start:stop], start, stop)
 
 
-def _soup_end(text, pos, end_limit, stop_words, stop_punct):
-    """Offset just after the last token of the expression starting at ``pos``."""
+def _soup_end(text, pos, end_limit, stop_words, stop_punct, ends=None):
+    """Offset just after the last token of the expression starting at ``pos``. ``ends(word,
+    offset)``: does a stop word really end it (else it is a name in the expression)?"""
     depth = 0
     end = pos
     opened = []  # offsets of the brackets still open
@@ -285,7 +317,7 @@ def _soup_end(text, pos, end_limit, stop_words, stop_punct):
                 depth += 1
             elif word == "END" and depth:
                 depth -= 1
-            elif depth == 0 and word in stop_words:
+            elif depth == 0 and word in stop_words and (ends is None or ends(word, pos)):
                 return end
         elif kind == "open":
             depth += 1
@@ -302,6 +334,50 @@ def _soup_end(text, pos, end_limit, stop_words, stop_punct):
     if opened:
         raise SqlLexerError(text, opened[0], f"{text[opened[0]]!r} is never closed")
     return end
+
+
+WRITE_WORDS = frozenset({"INSERT", "UPDATE", "DELETE", "MERGE"})
+
+
+def _with_before_write(text: str, pos: int, end: int) -> bool:
+    """Does the text at ``pos`` start with ``WITH`` named queries followed by a write? The first
+    word outside brackets after the WITH's names, column lists and bodies decides."""
+    match = _SLOT_TOKEN.match
+    m = match(text, pos, end)
+    if m is None or m.group().upper() != "WITH":
+        return False
+    pos, depth = m.end(), 0
+    while pos < end:
+        m = match(text, pos, end)
+        kind, pos = m.lastgroup, m.end()
+        if kind == "open":
+            depth += 1
+        elif kind == "close":
+            depth = max(0, depth - 1)
+        elif kind == "word" and depth == 0:
+            word = m.group().upper()
+            if word in WRITE_WORDS:
+                return True
+            if word in QUERY_WORDS or word == "TABLE":
+                return False
+    return False
+
+
+def shifted(states, stack, terminal: str):
+    """The LALR stack after ``terminal`` is shifted (the reductions it triggers done on a copy),
+    or None when the parser would not accept it."""
+    stack = list(stack)
+    while True:
+        action = states[stack[-1]].get(terminal)
+        if action is None:
+            return None
+        if action[0] is Shift:
+            stack.append(action[1])
+            return stack
+        rule = action[1]
+        if rule.expansion:
+            del stack[-len(rule.expansion) :]
+        stack.append(states[stack[-1]][rule.origin.name][1])
 
 
 def shifts(states, stack, terminal: str) -> bool:

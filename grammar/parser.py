@@ -29,7 +29,7 @@ from isolde.errors import ParseError
 
 from .ast import Select, Statement
 from . import typos
-from .lexer import QUERY_START, QUERY_WORDS, SLOTS, SqlLexer, SqlLexerError, Tok, shifts
+from .lexer import _with_before_write, QUERY_START, QUERY_WORDS, SLOTS, SqlLexer, SqlLexerError, Tok, shifts
 from .slots import construct, error_at, query
 from .splitter import StatementText, split_statements
 from .transformer import BUILDER, callbacks
@@ -116,7 +116,8 @@ def parse(sql: str, *, max_statement_bytes: int | None = None) -> list[Statement
         if len(piece.text) * 4 > limit:  # a UTF-8 character is at most 4 bytes
             _check_size(sql, piece, limit)
         try:
-            if QUERY_START.match(sql, piece.start, end):  # a query is one slot: skip lark
+            if QUERY_START.match(sql, piece.start, end) and not _with_before_write(sql, piece.start, end):
+                # a query is one slot: skip lark
                 statements.append(_select(sql, piece, end))
                 continue
             statements.append(run(sql, piece.start, end).value)

@@ -11,12 +11,14 @@ rule its span and are then dropped.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 from . import ast as a
+from .ctes import Cte, inline
 from .lexer import Tok
 from .slots import construct, error_at, expression, query, span_at, table_ref
 
@@ -204,6 +206,8 @@ VALUES = {
     "column_def": lambda b, m, c: b._node(a.ColumnDef, m, c[2:], {"name": c[0], "data_type": c[1]}),
     "convert_column": lambda b, m, c: a.ColumnDef(c[0], c[1], span=b._span(m)),
     "column_aliases": lambda b, m, c: tuple(c),
+    "cte": lambda b, m, c: Cte(c[0], c[1] if len(c) > 2 else (), query(b.text, c[-1])),
+    "with_dml": lambda b, m, c: b._with_dml(m, c),
     "view_column": lambda b, m, c: (c[0], c[1].value if len(c) > 1 else None),
     "identity_options": lambda b, m, c: c,
     "signed_int": lambda b, m, c: int("".join(c)),
@@ -287,6 +291,15 @@ class Builder(threading.local):
 
     def _expr(self, token) -> a.Expr:
         return expression(self.text, token)
+
+    def _with_dml(self, meta, children):
+        """``WITH ... <write>``: the named queries inlined into the write (ctes.py), which keeps
+        the whole text and span."""
+        *named, stmt = children
+        names = [c.name.lower() for c in named]
+        if len(set(names)) != len(names):
+            raise self._error(meta, "a WITH clause names the same query twice")
+        return dataclasses.replace(inline(named, stmt), span=self._span(meta), text=self._source(meta))
 
     def _time_travel(self, children):
         table, *travel = children
