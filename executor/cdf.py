@@ -72,6 +72,39 @@ def update_delete_rows(changed: DataFrame, struct, new_values: list, is_update: 
     return pre.unionByName(post)
 
 
+def acted_rows(ctx, target, acted: DataFrame, touched: dict, struct, inserted: Optional[DataFrame]) -> DataFrame:
+    """The change rows of a write from the rows it wrote, never recomputed: ``acted`` holds, per
+    updated or deleted target row, its new values in the table's columns, ``_isolde_file``,
+    ``_isolde_row`` and ``_isolde_action`` (what the write itself used, materialised or on the
+    driver); its old values are read back from the ``touched`` files by position. A MERGE's
+    SET values and clause conditions may be non-deterministic (``current_timestamp()``,
+    ``rand()``): evaluated a second time they would name other values, or other rows, than the
+    table holds. ``inserted``: the inserted rows as written (materialised, or read back)."""
+    from isolde.executor.dml import ACTION_COL, DELETE as DELETED, UPDATE as UPDATED, scan_rows
+    from isolde.executor.scan import FILE_COL, ROW_COL
+
+    names = [f.name for f in struct.fields]
+    new = acted.filter(F.col(ACTION_COL).isin(UPDATED, DELETED)).select(
+        F.col(FILE_COL), F.col(ROW_COL), F.col(ACTION_COL),
+        *[F.col(_q(n)).alias(f"__isolde_new_{i}") for i, n in enumerate(names)])
+    old = scan_rows(ctx, target, list(touched.values()), True).select(
+        F.col(FILE_COL), F.col(ROW_COL), *[F.col(_q(n)) if n in target.columns else F.lit(None).cast(
+            struct[n].dataType).alias(n) for n in names])
+    pairs = new.join(old, [FILE_COL, ROW_COL])
+    updated = pairs.filter(F.col(ACTION_COL) == UPDATED)
+    deleted = pairs.filter(F.col(ACTION_COL) == DELETED)
+    parts = [updated.select(*[F.col(_q(n)) for n in names], F.lit(PREIMAGE).alias(CHANGE_TYPE)),
+             updated.select(*[F.col(f"__isolde_new_{i}").alias(n) for i, n in enumerate(names)],
+                            F.lit(POSTIMAGE).alias(CHANGE_TYPE)),
+             deleted.select(*[F.col(_q(n)) for n in names], F.lit(DELETE).alias(CHANGE_TYPE))]
+    if inserted is not None:
+        parts.append(tagged(inserted, struct, INSERT))
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    return out
+
+
 def merge_rows(rows: DataFrame, struct, clause, update_clauses: list, delete_clauses: list, old_value, new_value,
                inserted: Optional[DataFrame]) -> DataFrame:
     """The change rows of a MERGE: ``rows`` are the touched files' rows with the acting clause's

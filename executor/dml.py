@@ -56,6 +56,7 @@ from pyspark.sql import types as T
 from isolde.errors import AnalysisError
 from isolde.executor import cdf, few_rows
 from isolde.executor import schema as S
+from isolde.executor import store_assignment as SA
 from isolde.executor.phases import phase
 from isolde.executor.scan import FILE_COL, ORD_COL, ROW_COL, scan
 from isolde.executor.stable_row_ids import kept_row_id_column, stable_row_id
@@ -378,6 +379,7 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
     # generated columns are recomputed from the new values (as Delta does)
     ident = [f.name for f in struct.fields if S.is_identity(f)]
     generated = [f.name for f in struct.fields if S.is_generated(f)]
+    observed = None  # the conformed inserted rows, whose generated identity values are observed
     plain = _plain_struct(struct)
     config = S.configuration(metadata)
     parts: list[DataFrame] = []
@@ -481,9 +483,13 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
                 keep = changes.filter(F.col(ACTION_COL).isin(UPDATE, INSERT) | (in_rewrite & (F.col(ACTION_COL) == KEEP)))
             parts.append(conform_changed(target, metadata, keep, kept_ids))
     if inserted is not None:
-        wanted = [c for c in cols if c not in generated and c not in ident]
+        # an ALWAYS identity column is generated; a BY DEFAULT one keeps a value the insert gave it
+        always = {f.name for f in struct.fields
+                  if S.is_identity(f) and not f.metadata.get(S.IDENTITY_ALLOW_EXPLICIT, False)}
+        wanted = [c for c in cols if c not in generated and c not in always]
         ins = inserted if inserted.columns == wanted else inserted.select(*[S.column(c) for c in wanted])
         ins = conform(ins, struct, by_name=True, table_name=target.name, configuration=config, identity=bool(ident))
+        observed = ins  # (the identity values it generates: writer.identity_metadata_update)
         if out.row_ids_kept:  # new rows take fresh ids: their file's baseRowId + position
             ins = ins.withColumn(row_ids, F.lit(None).cast("long"))
         parts.append(ins)
@@ -509,7 +515,7 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
                 if ident:
                     from isolde.executor.writer import identity_metadata_update
 
-                    out.metadata_update = identity_metadata_update(metadata, written)
+                    out.metadata_update = identity_metadata_update(metadata, written, observed)
         if written is None:
             written = write_arrow_rows(ctx, driver_rows, target.path, metadata, True, hidden)
         out.add_written(written)
@@ -536,7 +542,7 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
         if ident and inserted is not None:
             from isolde.executor.writer import identity_metadata_update
 
-            out.metadata_update = identity_metadata_update(metadata, written)
+            out.metadata_update = identity_metadata_update(metadata, written, observed)
         out.add_written(written)
 
     for p in rewrite:
@@ -874,25 +880,64 @@ def resolve_column_path(struct, path: tuple, table: str):
     return names[0], tuple(names[1:]), dtype
 
 
-def assignment_columns(struct, assignments, table: str, value_col) -> dict:
+def resolve_field(struct, path) -> T.StructField:
+    """The field an assignment path names (a nested one for ``s.a``)."""
+    current, field_ = struct, None
+    for part in path:
+        field_ = S.field_named(current, part)
+        current = field_.dataType if field_ is not None else None
+    return field_
+
+
+def _holds_struct(dt) -> bool:
+    return any(isinstance(t, T.StructType) for t in S.nested_types(dt))
+
+
+def bare_column_type(tree, struct, qualifiers) -> Optional[T.DataType]:
+    """The type of a value that is a plain column of the target (``v``, ``t.v``), else None."""
+    if not isinstance(tree, exp.Column) or (tree.table and tree.table.lower() not in qualifiers) \
+            or tree.args.get("db") is not None:
+        return None
+    f = S.field_named(struct, tree.name)
+    return f.dataType if f is not None else None
+
+
+def value_types(ctx, views, target: Target, alias: str, struct, values, qualifiers) -> list:
+    """The type of each assigned value (``values``: (sqlglot tree, bound SQL, target type)), as
+    far as storing it needs: a plain column's from the schema, a value stored in a column
+    holding structs (resolved by name, so its fields must be known) from one analysis over no
+    rows; None elsewhere (the store checks it as the job runs)."""
+    out = [bare_column_type(tree, struct, qualifiers) for tree, _, _ in values]
+    need = [i for i, (t, (_, _, dst)) in enumerate(zip(out, values)) if t is None and _holds_struct(dst)]
+    if need:
+        view = views.add(scan(ctx, target.snapshot, target.path, files=[]), "types")
+        items = ", ".join(f"({values[i][1]}) AS __isolde_t{i}" for i in need)
+        schema = ctx.spark.sql(f"SELECT {items} FROM {view} AS {q(alias)}").schema
+        for i in need:
+            out[i] = schema[f"__isolde_t{i}"].dataType
+    return out
+
+
+def assignment_columns(struct, assignments, table: str, value_name, value_types=None) -> dict:
     """Column expressions for UPDATE-style assignments: top-level column name -> Column, given
-    ``value_col(i)`` returning the Spark Column of assignment i's value. Values are cast to the
-    column type; an assignment to a nested field rebuilds its struct (as Delta does, a NULL
-    parent struct becomes a struct whose other fields are NULL)."""
+    ``value_name(i)``, the column holding assignment i's value, and ``value_types[i]`` its type
+    (None: not known). Values are stored by Delta's rules (store_assignment.py: overflow and
+    malformed strings fail, structs by name), a generated column's given value must match its
+    expression, an identity column cannot be assigned; an assignment to a nested field rebuilds
+    its struct (as Delta does, a NULL parent struct becomes a struct whose other fields are NULL)."""
+    flat = assignment_sql(struct, assignments, table, value_name, value_types)
     tree: dict = {}
-    leaves: list = []
     for i, a in enumerate(assignments):
         name, nested, dtype = resolve_column_path(struct, tuple(a.column), table)
-        key = (name,) + nested
-        for other in leaves:
-            if other[: len(key)] == key or key[: len(other)] == other:
-                raise AnalysisError(f"Column `{'.'.join(key)}` is assigned more than once.",
-                                    error_class="DELTA_CONFLICT_SET_COLUMN", sqlstate="42701")
-        leaves.append(key)
+        if not nested:
+            tree[name] = F.expr(flat[name])
+            continue
         node = tree
-        for part in key[:-1]:
+        for part in (name,) + nested[:-1]:
             node = node.setdefault(part, {})
-        node[key[-1]] = value_col(i).cast(dtype)
+        vt = value_types[i] if value_types is not None else None
+        node[nested[-1]] = F.expr(SA.stored_sql(q(value_name(i)), vt, dtype, column=".".join((name,) + nested),
+                                                write=SA.UPDATE))
 
     def build(node, base, dtype):
         fields = []
@@ -912,6 +957,42 @@ def assignment_columns(struct, assignments, table: str, value_col) -> dict:
         else:
             out[name] = v
     return out
+
+
+def assignment_sql(struct, assignments, table: str, value_name, value_types=None) -> dict:
+    """The SQL of each whole top-level column an UPDATE-style clause assigns (nested field
+    assignments are left to ``assignment_columns``): its value stored by Delta's rules, checked
+    against its generation expression for a generated column. Validates every assignment
+    (unknown columns, a column assigned twice, identity columns)."""
+    leaves: list = []
+    flat: dict = {}
+    for i, a in enumerate(assignments):
+        name, nested, dtype = resolve_column_path(struct, tuple(a.column), table)
+        SA.refuse_identity_update(S.field_named(struct, name))
+        key = (name,) + nested
+        for other in leaves:
+            if other[: len(key)] == key or key[: len(other)] == other:
+                raise AnalysisError(f"Column `{'.'.join(key)}` is assigned more than once.",
+                                    error_class="DELTA_CONFLICT_SET_COLUMN", sqlstate="42701")
+        leaves.append(key)
+        if not nested:
+            vt = value_types[i] if value_types is not None else None
+            flat[name] = SA.stored_sql(q(value_name(i)), vt, dtype, column=name, write=SA.UPDATE)
+    return flat
+
+
+def generated_guard(struct, assignments, table: str, value_name, value_types=None, when: str = "true"):
+    """The filter (SQL, TRUE or failing) that checks each generated column an UPDATE-style
+    clause assigns against its expression over the new row (``store_assignment.generated_guard``),
+    on the rows where ``when`` holds; None when the clause assigns none (or a nested field,
+    whose new struct is built as a Column)."""
+    resolved = [resolve_column_path(struct, tuple(a.column), table) for a in assignments]
+    given = {name for name, nested, _ in resolved if not nested and S.is_generated(S.field_named(struct, name))}
+    if not given or any(nested for _, nested, _ in resolved):
+        return None
+    flat = assignment_sql(struct, assignments, table, value_name, value_types)
+    guard = SA.generated_guard(struct, {n.lower(): v for n, v in flat.items()}, given)
+    return None if guard is None else f"CASE WHEN {when} THEN {guard} ELSE true END"
 
 
 # --------------------------------------------------------------------------- UPDATE / DELETE
@@ -1089,9 +1170,9 @@ def _run_update_delete(ctx, stmt, is_update: bool, target: Target, started: floa
             return prepared(target, operation, parameters, whole, metrics, started, deleted=whole_deleted)
 
     assignments = []
+    quals = {x.lower() for x in (stmt.alias, stmt.table.parts[-1] if stmt.table.parts else None) if x}
     if is_update:
         # strip the alias / table qualifier, validate targets before any Spark work
-        quals = {x.lower() for x in (stmt.alias, stmt.table.parts[-1] if stmt.table.parts else None) if x}
         for a in stmt.assignments:
             assignments.append(replace(a, column=strip_qualifier(struct, a.column, quals)))
             resolve_column_path(struct, tuple(assignments[-1].column), target.name)
@@ -1103,8 +1184,13 @@ def _run_update_delete(ctx, stmt, is_update: bool, target: Target, started: floa
                                     *[a.value.tree for a in assignments])
         cond = bound_sql(ctx, stmt.where, views, target)
         set_sql = []
+        set_types = None
         if is_update:
-            set_sql = [bound_sql(ctx, a.value, views, target) for a in assignments]
+            set_sql = [SA.default_sql(resolve_field(struct, a.column)) if SA.is_default_keyword(a.value.tree)
+                       else bound_sql(ctx, a.value, views, target) for a in assignments]
+            set_types = value_types(ctx, views, target, alias, struct,
+                                    [(a.value.tree, sql, resolve_column_path(struct, tuple(a.column), target.name)[2])
+                                     for a, sql in zip(assignments, set_sql)], quals)
 
         # a deletion-vector UPDATE writes its rows with their stable row ids (row tracking)
         kept_ids = kept_row_id_column(target.metadata, files) if is_update and target.deletion_vectors else None
@@ -1131,8 +1217,10 @@ def _run_update_delete(ctx, stmt, is_update: bool, target: Target, started: floa
 
         c = F.col("__isolde_c")
         if is_update:
-            new_cols = assignment_columns(struct, assignments, target.name,
-                                          lambda i: F.col(f"__isolde_set_{i}"))
+            new_cols = assignment_columns(struct, assignments, target.name, lambda i: f"__isolde_set_{i}",
+                                          set_types)
+            guard = generated_guard(struct, assignments, target.name, lambda i: f"__isolde_set_{i}", set_types,
+                                    when="__isolde_c")
             sel = []
             for f in struct.fields:
                 if f.name in new_cols:
@@ -1145,6 +1233,8 @@ def _run_update_delete(ctx, stmt, is_update: bool, target: Target, started: floa
             action = F.when(c, F.lit(DELETE)).otherwise(F.lit(KEEP))
 
         def changes_over(rows, extra=()):
+            if is_update and guard is not None:  # a generated column given a value must match it
+                rows = rows.filter(F.expr(guard))
             return rows.select(*sel, F.col(FILE_COL), F.col(ROW_COL), action.alias(ACTION_COL), *extra)
 
         # rows stay in their file's partition unless a partition column is assigned

@@ -116,8 +116,14 @@ def arrow_bytes(dt) -> int:
     return 8
 
 
+#: the folder name of a NULL partition value: Spark's writer, and Delta-Spark's log, read the
+#: string itself as NULL too, so every route does (writer._adopt_files)
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+
+
 def _partition_text(value) -> Optional[str]:
-    """A partition value as the Delta log (and Spark's folder name) holds it; '' is NULL there."""
+    """A partition value as the Delta log (and Spark's folder name) holds it; '' and the string
+    ``__HIVE_DEFAULT_PARTITION__`` are NULL there, as when Spark's writer writes them."""
     if value is None:
         return None
     if isinstance(value, bool):
@@ -125,7 +131,7 @@ def _partition_text(value) -> Optional[str]:
     if hasattr(value, "isoformat"):  # a date
         return value.isoformat()
     text = str(value)
-    return text or None
+    return None if not text or text == HIVE_NULL else text
 
 
 def _under_coalesce(df: DataFrame) -> DataFrame:

@@ -193,7 +193,14 @@ def rows_as_arrow(df: DataFrame):
     if not all(isinstance(f.dataType, _FLAT_TYPES) and not isinstance(f.dataType, (T.CharType, T.VarcharType))
                for f in fields):
         return df.toArrow()
-    rows = df.collect()
+    try:
+        rows = df.collect()
+    except ValueError:  # a date Python cannot hold (past year 9999): Arrow carries it exactly
+        return df.toArrow()
+    strings = [i for i, f in enumerate(fields) if isinstance(f.dataType, T.StringType)]
+    if any(isinstance(r[i], str) and "\ufffd" in r[i] for r in rows for i in strings):
+        # bytes that are not UTF-8 come back to Python replaced (U+FFFD): Arrow carries Spark's bytes
+        return df.toArrow()
     types = [to_arrow_type(f.dataType) for f in fields]
     arrays = [pa.array([r[i] for r in rows], type=types[i]) for i in range(len(fields))]
     schema = pa.schema([pa.field(f.name, ty, nullable=f.nullable) for f, ty in zip(fields, types)])

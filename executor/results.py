@@ -566,9 +566,62 @@ def _translating_iterator(it, ctx):
         yield item
 
 
-def _subclass(base: type, doc: str) -> type:
+def _to_arrow(self):
+    """``toArrow`` that converts VARIANT columns holding NULL (PySpark 4 casts every batch to a
+    schema whose variant ``value`` / ``metadata`` fields are NOT NULL, which a NULL variant
+    breaks: ArrowInvalid, also outside isolde): the same table, those two fields nullable."""
+    import pyarrow as pa
+    from pyspark.sql import types as T
+
+    base = _isolde_classes()["classic"]
+    if not any(isinstance(t, T.VariantType) for f in self.schema.fields for t in _types_in(f.dataType)):
+        return base.toArrow(self)
+    try:
+        return base.toArrow(self)
+    except pa.ArrowInvalid:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        schema = to_arrow_schema(self.schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC")
+        batches = self._collect_as_arrow(split_batches=False, empty_list_if_zero_records=False)
+        return pa.Table.from_batches(batches).cast(_nullable_arrow(schema))
+
+
+def _types_in(dt):
+    from pyspark.sql import types as T
+
+    yield dt
+    if isinstance(dt, T.StructType):
+        for f in dt.fields:
+            yield from _types_in(f.dataType)
+    elif isinstance(dt, T.ArrayType):
+        yield from _types_in(dt.elementType)
+    elif isinstance(dt, T.MapType):
+        yield from _types_in(dt.keyType)
+        yield from _types_in(dt.valueType)
+
+
+def _nullable_arrow(schema):
+    """An Arrow schema with every nested field nullable (map keys stay as Arrow needs them)."""
+    import pyarrow as pa
+
+    def relax(t):
+        if pa.types.is_struct(t):
+            return pa.struct([pa.field(f.name, relax(f.type), True) for f in t])
+        if pa.types.is_list(t):
+            return pa.list_(pa.field(t.value_field.name, relax(t.value_type), True))
+        if pa.types.is_large_list(t):
+            return pa.large_list(pa.field(t.value_field.name, relax(t.value_type), True))
+        if pa.types.is_map(t):
+            return pa.map_(t.key_type, pa.field(t.item_field.name, relax(t.item_type), True))
+        return t
+
+    return pa.schema([pa.field(f.name, relax(f.type), f.nullable) for f in schema])
+
+
+def _subclass(base: type, doc: str, overrides: Optional[dict] = None) -> type:
     """``base`` with every public method (and property) translating Spark errors and handing
-    back DataFrames / helper objects that do the same."""
+    back DataFrames / helper objects that do the same; ``overrides``: name -> the function used
+    in place of ``base``'s."""
     cls = _CLASSES.get(base)
     if cls is not None:
         return cls
@@ -577,7 +630,9 @@ def _subclass(base: type, doc: str) -> type:
         if name.startswith("_"):
             continue
         static = inspect.getattr_static(base, name)
-        if isinstance(static, property) and static.fget is not None and static.fset is None:
+        if overrides and name in overrides:
+            ns[name] = _translating(overrides[name], name)
+        elif isinstance(static, property) and static.fget is not None and static.fset is None:
             ns[name] = property(_translating(static.fget, name), doc=static.__doc__)
         elif inspect.isfunction(static):
             ns[name] = _translating(static, name)
@@ -618,7 +673,7 @@ def _build_classes() -> dict:
         except Exception:  # pragma: no cover - an older or newer PySpark without it
             continue
         helpers[base] = _subclass(base, f"pyspark's {name} whose Spark errors are isolde errors.")
-    return {"df": _subclass(Classic, _DATAFRAME_DOC), "classic": Classic, "helpers": helpers}
+    return {"df": _subclass(Classic, _DATAFRAME_DOC, {"toArrow": _to_arrow}), "classic": Classic, "helpers": helpers}
 
 
 _DATAFRAME_DOC = """A pyspark DataFrame (``isinstance(df, pyspark.sql.DataFrame)``, same JVM Dataset) whose

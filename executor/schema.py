@@ -226,6 +226,11 @@ def type_sql(dt: T.DataType) -> str:
 # --------------------------------------------------------------------------- column definitions
 
 
+#: a top-level CHAR(n) / VARCHAR(n) column type (nested ones are plain STRING)
+_CHAR_VARCHAR = re.compile(r"^\s*(VAR)?CHAR(?:ACTER)?\s*\(\s*(\d+)\s*\)\s*$", re.I)
+CHAR_VARCHAR_KEY = "__CHAR_VARCHAR_TYPE_STRING"  # (store_assignment.py enforces it)
+
+
 def column_to_field(col: ast.ColumnDef) -> T.StructField:
     from isolde.executor.catalog import check_identifier
 
@@ -251,6 +256,10 @@ def column_to_field(col: ast.ColumnDef) -> T.StructField:
         meta[IDENTITY_START] = int(col.identity.start)
         meta[IDENTITY_STEP] = int(col.identity.increment)
         meta[IDENTITY_ALLOW_EXPLICIT] = not col.identity.always
+    length = _CHAR_VARCHAR.match(col.data_type or "")
+    if length is not None:  # kept as Spark and Delta keep it: STRING with the declared type beside it
+        kind = "varchar" if length.group(1) else "char"
+        meta[CHAR_VARCHAR_KEY] = f"{kind}({int(length.group(2))})"
     if col.generated_as is not None:
         meta[GENERATION_EXPRESSION] = col.generated_as.sql
     if col.default is not None:

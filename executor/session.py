@@ -466,9 +466,15 @@ def strip_error_class(text: str, error_class: Optional[str] = None) -> str:
 def _skipped_write(stmt, skipped) -> PreparedWrite:
     """An idempotent write the table already has: nothing is written, and it answers as a
     statement that changed nothing (zeros, the version it read)."""
+    from isolde.executor.results import _DML_COUNTS
+
     kind = _statement_name(stmt).split()[0].upper()
     operation = "WRITE" if kind == "INSERT" else kind
-    result = DmlResult.of(kind, skipped.read_version, operation, {}, skipped.table)
+    if kind in _DML_COUNTS:
+        result = DmlResult.of(kind, skipped.read_version, operation, {}, skipped.table)
+    else:  # CREATE [OR REPLACE] TABLE ... AS SELECT, COPY INTO, ...: the commit it would have made, none
+        result = CommitResult(version=skipped.read_version, operation=_statement_name(stmt),
+                              metrics={"numOutputRows": 0, "skipped": True}, table=skipped.table)
     return PreparedWrite(operation=operation, table=skipped.table, commit_fn=lambda: result, staged_paths=[],
                          metrics={})
 
@@ -500,8 +506,14 @@ def translate_exception(e: BaseException, ctx=None) -> E.IsoldeError:
         start = text.index(VIOLATION_MARK)
         parts = text[start:].split(SEP)
         kind, name, message = (parts + ["", "", ""])[1:4]
+        from isolde.executor.store_assignment import LENGTH_CLASS, SQLSTATES
+
         if kind == "notnull":
             err = E.NotNullViolationError(message)
+        elif kind == LENGTH_CLASS:
+            err = E.ConstraintViolationError(message, error_class=kind, sqlstate=SQLSTATES[kind])
+        elif kind in SQLSTATES:  # a value its column cannot hold (store_assignment.py)
+            err = E.StoreAssignmentError(message, error_class=kind, sqlstate=SQLSTATES[kind])
         else:
             err = E.ConstraintViolationError(message)
         err.constraint = name

@@ -38,6 +38,7 @@ from pyspark.sql import types as T
 
 from isolde.errors import AnalysisError, ColumnNotFoundError, UnsupportedFeatureError
 from isolde.executor import schema as S
+from isolde.executor import store_assignment as SA
 from isolde.executor.phases import phase
 from isolde.executor.scan import partition_dir
 from isolde.executor.variant import ensure_unshredded_writes
@@ -67,10 +68,15 @@ def _numeric(dt) -> bool:
     return isinstance(dt, T.NumericType)
 
 
-def can_store(src: T.DataType, dst: T.DataType) -> bool:
-    """Spark's ANSI store assignment (plus strings into dates/timestamps, checked at run time)."""
+def can_store(src: T.DataType, dst: T.DataType, by_name: bool = False, parse_strings: bool = False) -> bool:
+    """Spark's ANSI store assignment (plus strings into dates/timestamps, checked at run time);
+    ``by_name``: struct fields matched by name (UPDATE, MERGE), else by position (INSERT);
+    ``parse_strings``: strings into numbers and booleans too, parsed as the job runs (SQL's
+    INSERT, as Spark and Delta take it; a DataFrame append or COPY INTO refuses them)."""
     if src == dst or isinstance(src, T.NullType):
         return True
+    if parse_strings and isinstance(src, T.StringType) and isinstance(dst, (T.NumericType, T.BooleanType)):
+        return True  # a malformed string fails as the job runs (CAST_INVALID_INPUT)
     if _numeric(src) and _numeric(dst):
         return True
     if isinstance(dst, T.StringType) and isinstance(src, T.AtomicType):
@@ -81,12 +87,17 @@ def can_store(src: T.DataType, dst: T.DataType) -> bool:
             isinstance(dst, (T.DateType, T.TimestampType, T.TimestampNTZType)):
         return True
     if isinstance(src, T.ArrayType) and isinstance(dst, T.ArrayType):
-        return can_store(src.elementType, dst.elementType)
+        return can_store(src.elementType, dst.elementType, by_name)
     if isinstance(src, T.MapType) and isinstance(dst, T.MapType):
-        return can_store(src.keyType, dst.keyType) and can_store(src.valueType, dst.valueType)
+        return can_store(src.keyType, dst.keyType, by_name) and can_store(src.valueType, dst.valueType, by_name)
     if isinstance(src, T.StructType) and isinstance(dst, T.StructType):
-        return len(src.fields) == len(dst.fields) and all(
-            can_store(a.dataType, b.dataType) for a, b in zip(src.fields, dst.fields))
+        if len(src.fields) != len(dst.fields):
+            return False
+        if by_name:
+            named = {f.name.lower(): f for f in src.fields}
+            return all(b.name.lower() in named and can_store(named[b.name.lower()].dataType, b.dataType, True)
+                       for b in dst.fields)
+        return all(can_store(a.dataType, b.dataType) for a, b in zip(src.fields, dst.fields))
     return False
 
 
@@ -135,11 +146,12 @@ def _values_text(cols: Sequence[str]):
 
 def conform(df: DataFrame, table_schema: T.StructType, *, columns: Sequence[str] = (), by_name: bool = False,
             table_name: str = "", configuration: Optional[dict] = None, identity: bool = True,
-            check: bool = True, only_where=None) -> DataFrame:
+            check: bool = True, only_where=None, write: str = "insert", parse_strings: bool = False) -> DataFrame:
     """``df`` reshaped to ``table_schema`` (see the module docstring). ``only_where``: a
     boolean Column over the result's columns; the rows it is not TRUE for are reshaped but
     neither checked nor given generated values (a MERGE's deleted pairs, carried beside its
-    updated rows)."""
+    updated rows). ``write``: "insert" or "update" (a MERGE's inserted rows), the store
+    assignment's kind (store_assignment.py); ``parse_strings``: see ``can_store``."""
     configuration = configuration or {}
     where = f"`{table_name}`" if table_name else "the table"
     fields = list(table_schema.fields)
@@ -202,7 +214,7 @@ def conform(df: DataFrame, table_schema: T.StructType, *, columns: Sequence[str]
                 f"Providing values for GENERATED ALWAYS AS IDENTITY column `{f.name}` is not supported.",
                 error_class="DELTA_IDENTITY_COLUMNS_EXPLICIT_INSERT_NOT_SUPPORTED", sqlstate="42808")
         st = src_types[source]
-        if not can_store(st, f.dataType):
+        if not can_store(st, f.dataType, by_name=write == SA.UPDATE, parse_strings=parse_strings):
             raise AnalysisError(
                 f"Cannot write incompatible data to {where}: cannot safely cast column `{f.name}` from "
                 f"{_sql_type(st)} to {_sql_type(f.dataType)}.",
@@ -214,7 +226,7 @@ def conform(df: DataFrame, table_schema: T.StructType, *, columns: Sequence[str]
     if (len(src_cols) == len(fields) and all(mapping.get(f.name) == i for i, f in enumerate(fields))
             and all(src_types[i] == f.dataType for i, f in enumerate(fields))
             and not any(S.is_generated(f) or (identity and S.is_identity(f)) for f in fields)
-            and not (check and (any(not f.nullable for f in fields) or any(
+            and not (check and (any(not f.nullable or SA.length_limit(f) for f in fields) or any(
                 k.lower().startswith(S.CONSTRAINT_PREFIX) for k in configuration)))):
         if src_cols == [f.name for f in fields]:
             return df
@@ -228,8 +240,14 @@ def conform(df: DataFrame, table_schema: T.StructType, *, columns: Sequence[str]
     exprs = []
     for f in fields:
         source = mapping.get(f.name)
-        if source is not None:
-            exprs.append(F.col(tmp[source]).cast(S.nullable_type(f.dataType)).alias(f.name))
+        if source is not None:  # Delta's store assignment (store_assignment.py)
+            stored = SA.stored_sql(_q(tmp[source]), src_types[source], f.dataType, column=f.name, write=write)
+            if stored == _q(tmp[source]):  # (a cast only makes nested fields nullable, as declared)
+                value = F.col(tmp[source]) if src_types[source] == f.dataType else \
+                    F.col(tmp[source]).cast(S.nullable_type(f.dataType))
+            else:
+                value = F.expr(stored)
+            exprs.append(value.alias(f.name))
         elif S.is_identity(f) or S.is_generated(f):
             exprs.append(F.lit(None).cast(f.dataType).alias(f.name))
         elif S.default_expression(f) is not None:
@@ -238,8 +256,10 @@ def conform(df: DataFrame, table_schema: T.StructType, *, columns: Sequence[str]
             exprs.append(F.lit(None).cast(f.dataType).alias(f.name))
     out = renamed.select(*exprs)
 
+    generated = None
     if identity:
         out = _fill_identity(out, fields, mapping)
+        generated = getattr(out, IDENTITY_GENERATED, None)
 
     checks = []  # (violation condition, message column parts)
     for f in fields:
@@ -268,6 +288,13 @@ def conform(df: DataFrame, table_schema: T.StructType, *, columns: Sequence[str]
                 checks.append((parent.isNotNull() & value.isNull(), [F.lit(_violation(
                     "notnull", name, f"NOT NULL constraint violated for column: {name}."))] +
                     _values_text([x.name for x in fields if x.name != f.name][:8])))
+        for f in fields:  # CHAR(n) / VARCHAR(n): Delta's length invariant
+            limit = SA.length_limit(f)
+            if limit is not None:
+                n, failed = limit
+                checks.append((_col(f.name).isNotNull() & (F.length(_col(f.name)) > F.lit(n)), [
+                    F.lit(_violation(SA.LENGTH_CLASS, f.name, 'Value "')), _col(f.name),
+                    F.lit(f'" exceeds char/varchar type length limitation. Failed check: {failed}.')]))
         for key, sql in sorted(configuration.items()):
             if key.lower().startswith(S.CONSTRAINT_PREFIX):
                 name = key[len(S.CONSTRAINT_PREFIX):]
@@ -284,7 +311,10 @@ def conform(df: DataFrame, table_schema: T.StructType, *, columns: Sequence[str]
             err = F.raise_error(F.concat(*parts))
             guard = F.when(cond, err) if guard is None else guard.when(cond, err)
         out = out.filter(guard.otherwise(F.lit(True)).cast("boolean"))
-    return out.select(*[_col(f.name) for f in fields])
+    out = out.select(*[_col(f.name) for f in fields])
+    if generated is not None:
+        setattr(out, IDENTITY_GENERATED, generated)
+    return out
 
 
 def _nested_not_null(dt: T.DataType, path: tuple) -> list[tuple]:
@@ -299,7 +329,16 @@ def _nested_not_null(dt: T.DataType, path: tuple) -> list[tuple]:
     return out
 
 
+IDENTITY_GENERATED = "_isolde_identity_generated"  # DataFrame attribute: {column: the last value it generated}
+
+
 def _fill_identity(df: DataFrame, fields, mapping) -> DataFrame:
+    """Identity values for the rows that have none. For a BY DEFAULT column the high-water mark
+    must advance past the values generated only -- never past a value given explicitly, or one
+    an updated row carries, as in Delta (SYNC IDENTITY moves it to the data's values) -- so its
+    generated values are counted once, over the rows materialised (one job; the write reads
+    them); an ALWAYS column holds generated values only, and the written files' statistics
+    tell its mark."""
     ident = [f for f in fields if S.is_identity(f)]
     if not ident:
         return df
@@ -308,25 +347,41 @@ def _fill_identity(df: DataFrame, fields, mapping) -> DataFrame:
     # row number inside the Spark partition: monotonically_increasing_id = (pid << 33) + index
     index = F.monotonically_increasing_id() - F.shiftleft(pid, 33)
     k = index * F.lit(nparts) + pid
+    counted = []  # BY DEFAULT columns: (name, the aggregate of their generated values)
     for f in ident:
         start = int(f.metadata[S.IDENTITY_START])
         step = int(f.metadata[S.IDENTITY_STEP])
         hwm = f.metadata.get(S.IDENTITY_HWM)
         first = start if hwm is None else int(hwm) + step
-        value = F.lit(first) + k * F.lit(step)
+        generated = (F.lit(first) + k * F.lit(step)).cast("long")
+        value = generated
         if f.name in mapping:  # BY DEFAULT with a given column: keep the given non-null values
-            value = F.coalesce(_col(f.name), value)
+            value = F.coalesce(_col(f.name), generated)
+            generated = F.when(_col(f.name).isNull(), generated)
+        if f.metadata.get(S.IDENTITY_ALLOW_EXPLICIT, False):
+            df = df.withColumn(f"__isolde_gen_{f.name}", generated)
+            counted.append((f.name, (F.max if step > 0 else F.min)(_col(f"__isolde_gen_{f.name}")).alias(f.name)))
         df = df.withColumn(f.name, value.cast("long"))
+    if not counted:
+        return df
+    df = df.localCheckpoint(eager=True)  # the values are generated once: counted, then written
+    row = df.agg(*[agg for _, agg in counted]).first()
+    df = df.drop(*[f"__isolde_gen_{name}" for name, _ in counted])
+    setattr(df, IDENTITY_GENERATED, {name: row[name] for name, _ in counted})
     return df
 
 
-def identity_metadata_update(metadata, written: "WrittenFiles"):
-    """A copy of ``metadata`` with identity high-water marks advanced past the written values,
-    or None when the table has no identity column or nothing was written."""
+def identity_metadata_update(metadata, written: "WrittenFiles", observed=None):
+    """A copy of ``metadata`` with identity high-water marks advanced past the values the write
+    generated, or None when the table has no identity column or nothing was written.
+    ``observed``: the conformed DataFrame written, whose BY DEFAULT columns' generated values
+    ``_fill_identity`` counted (``IDENTITY_GENERATED``); an ALWAYS column's mark comes from the
+    written files' statistics (it holds generated values only)."""
     struct = S.metadata_schema(metadata)
     ident = [f for f in struct.fields if S.is_identity(f)]
     if not ident or not written.adds:
         return None
+    generated = getattr(observed, IDENTITY_GENERATED, None) if observed is not None else None
     changed = False
     new_fields = []
     for f in struct.fields:
@@ -336,11 +391,15 @@ def identity_metadata_update(metadata, written: "WrittenFiles"):
         step = int(f.metadata[S.IDENTITY_STEP])
         key = S.physical_name(f)  # statistics are keyed by physical names under column mapping
         values = []
-        for add in written.adds:
-            st = add.parsed_stats or {}
-            bound = (st.get("maxValues") if step > 0 else st.get("minValues")) or {}
-            if bound.get(key) is not None:
-                values.append(int(bound[key]))
+        if generated is not None and f.name in generated:
+            if generated[f.name] is not None:
+                values.append(int(generated[f.name]))
+        elif not f.metadata.get(S.IDENTITY_ALLOW_EXPLICIT, False):
+            for add in written.adds:
+                st = add.parsed_stats or {}
+                bound = (st.get("maxValues") if step > 0 else st.get("minValues")) or {}
+                if bound.get(key) is not None:
+                    values.append(int(bound[key]))
         if not values:
             new_fields.append(f)
             continue

@@ -164,6 +164,16 @@ class NotNullViolationError(ConstraintViolationError):
     sqlstate = "23502"
 
 
+class StoreAssignmentError(ExecutionError):
+    """A value cannot be stored in its column: a number that does not fit
+    (CAST_OVERFLOW_IN_TABLE_INSERT, DELTA_CAST_OVERFLOW_IN_TABLE_WRITE) or a malformed string
+    (CAST_INVALID_INPUT). Delta's ANSI store assignment, whatever ``spark.sql.ansi.enabled``
+    says; nothing was written."""
+
+    error_class = "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE"
+    sqlstate = "22003"
+
+
 class StagedFileMissingError(ExecutionError):
     """A write's staged data file or deletion vector is gone before its commit (deleted by a
     VACUUM with a shortened retention, or by hand): nothing was committed."""

@@ -747,7 +747,7 @@ def run_copy_into(ctx, stmt: ast.CopyInto) -> PreparedWrite:
         if not P.same_protocol(protocol, snap.protocol):
             actions.append(protocol)
         meta = new_metadata
-        updated = identity_metadata_update(new_metadata or metadata, written)
+        updated = identity_metadata_update(new_metadata or metadata, written, conformed)
         if updated is not None:
             meta = updated
         if meta is not None:

@@ -290,7 +290,7 @@ def run_create_table(ctx, stmt: ast.CreateTable):
         conformed = conform(df, struct, table_name=handle.name, configuration=config)
         written = write_files(ctx, conformed, handle.path, metadata)
         staged = written.staged_paths
-        updated = identity_metadata_update(metadata, written)
+        updated = identity_metadata_update(metadata, written, conformed)
         if updated is not None:
             metadata = updated
     operation = _operation(stmt, data_exists)

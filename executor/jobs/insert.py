@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 from typing import Optional
 
+import sqlglot
+import sqlglot.expressions as exp
 from pyspark.sql import functions as F
 
 from isolde.errors import AnalysisError, TableNotFoundError
@@ -33,6 +35,7 @@ from isolde.executor.target_reads import dataframe_reads, statement_reads_target
 from isolde.executor.writer import SEP, VIOLATION_MARK, conform, identity_metadata_update, write_files
 from isolde.grammar import ast
 from isolde.grammar.dialect import DIALECT
+from isolde.grammar.slots import construct
 from isolde.planner.resolve import resolve_column, table_references
 
 
@@ -46,6 +49,44 @@ def insert_reads_target(ctx, stmt: ast.Insert) -> bool:
         if location_key(handle.path) == location_key(target.path) and not handle_travels(handle):
             return True
     return False
+
+
+def _with_defaults(stmt: ast.Insert, struct) -> ast.Query:
+    """The source of ``INSERT ... VALUES (1, DEFAULT)``: each DEFAULT replaced by its column's
+    default expression (NULL without one), the column found by position as the write maps
+    VALUES onto the table (the column list, else every column not given by PARTITION, or every
+    column that is not generated when that is how many there are)."""
+    from isolde.executor import store_assignment as SA
+
+    tree = stmt.source.tree
+    if not isinstance(tree, exp.Values) or not any(SA.is_default_keyword(v) for row in tree.expressions
+                                                  for v in getattr(row, "expressions", ())):
+        return stmt.source
+    static = {pv.column.lower() for pv in stmt.partition if pv.value is not None}
+    fields = [f for f in struct.fields if f.name.lower() not in static]
+    if stmt.columns:
+        fields = [S.field_named(struct, c) for c in stmt.columns]
+    width = len(tree.expressions[0].expressions) if tree.expressions else 0
+    if not stmt.columns and width != len(fields):
+        fields = [f for f in fields if not S.is_generated(f) and not S.is_identity(f)]
+    tree = tree.copy()
+    for row in tree.expressions:
+        for k, value in enumerate(list(row.expressions)):
+            if not SA.is_default_keyword(value):
+                continue
+            f = fields[k] if k < len(fields) and fields[k] is not None else None
+            if f is None:
+                raise AnalysisError("DEFAULT stands where the table has no column.", error_class="DEFAULT_PLACEMENT_INVALID",
+                                    sqlstate="42608")
+            if S.is_generated(f) or S.is_identity(f):
+                raise AnalysisError(f"DEFAULT for the generated or identity column `{f.name}` is not supported: leave "
+                                    "the column out of the INSERT's column list instead.",
+                                    error_class="DEFAULT_UNSUPPORTED", sqlstate="42623")
+            value.replace(sqlglot.parse_one(SA.default_sql(f), read=DIALECT))
+    from isolde.grammar.dialect import sql as render_sql
+
+    return construct(ast.Query, {"sql": render_sql(tree), "tree": tree, "tables": stmt.source.tables,
+                                 "span": stmt.source.span})
 
 
 def _sql_value(expr) -> str:
@@ -85,7 +126,7 @@ def run_insert(ctx, stmt: ast.Insert) -> PreparedWrite:
     names = [f.name for f in struct.fields]
 
     # ---- the source, with the target pinned to this transaction's snapshot
-    bound = bind_query(ctx, stmt.source, pinned=pin(handle.path, snap))
+    bound = bind_query(ctx, _with_defaults(stmt, struct), pinned=pin(handle.path, snap))
     self_reads = [t for t in bound.tables if t.path == handle.path and t.version == snap.version
                   and t.snapshot is snap]
     # the target read under another name (its path, a Spark view or DataFrame over it, inside
@@ -137,7 +178,8 @@ def run_insert(ctx, stmt: ast.Insert) -> PreparedWrite:
         df = df.toDF(*tmp).select(*tmp, *[F.expr(v).alias(f"__isolde_static_{c}") for c, v in static.items()])
         columns = list(target_cols) + list(static)
     conformed = conform(df, struct, columns=columns, by_name=stmt.by_name, table_name=handle.name,
-                        configuration=config)
+                        configuration=config, parse_strings=True)
+    observed = conformed  # (the identity values it generated: writer.identity_metadata_update)
 
     # ---- REPLACE WHERE: every new row must satisfy the condition
     replace_sql = stmt.replace_where.sql if stmt.replace_where is not None else None
@@ -208,7 +250,7 @@ def run_insert(ctx, stmt: ast.Insert) -> PreparedWrite:
         raise
 
     actions.extend(a.remove() for a in removed)
-    new_meta = identity_metadata_update(metadata, written)
+    new_meta = identity_metadata_update(metadata, written, observed)
     if new_meta is not None:
         actions.append(new_meta)
     metrics = {

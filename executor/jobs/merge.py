@@ -51,6 +51,7 @@ from isolde.executor import bounded_rows, cdf, dml, few_rows, id_sets, inline_so
 from isolde.executor.driver_write import COUNTED_ROWS
 from isolde.executor import properties as P
 from isolde.executor import schema as S
+from isolde.executor import store_assignment as SA
 from isolde.executor.dml import ACTION_COL, DELETE, INSERT, KEEP, UPDATE, q
 from isolde.executor.jobs import executes
 from isolde.executor.phases import phase
@@ -63,6 +64,7 @@ from isolde.executor.target_reads import statement_reads_target
 from isolde.grammar import ast
 
 SRC_FLAG = "__isolde_src"
+AUTO_MERGE_KEY = "spark.databricks.delta.schema.autoMerge.enabled"
 SID = "__isolde_sid"
 CLAUSE = "__isolde_cl"
 KEY_SET_LIMIT = 1000
@@ -577,7 +579,9 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     struct = target.struct
     new_metadata = new_protocol = None
     star = any(getattr(c.action, "star", False) for c in clauses)
-    if stmt.schema_evolution and star:
+    # MERGE WITH SCHEMA EVOLUTION, or Delta's session setting that turns it on for every MERGE
+    evolve = stmt.schema_evolution or str(ctx.conf.get(AUTO_MERGE_KEY, "false")).strip().lower() == "true"
+    if evolve and star:
         extra = [f for f in src_struct.fields if _field(struct, f.name) is None]
         if extra:
             new_metadata, new_protocol = P.add_columns(target.metadata, target.snapshot.protocol,
@@ -631,28 +635,33 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                 sf = _field(src_struct, f.name)
                 if sf is None:
                     continue
-                pairs.append((ast.Assignment((f.name,), ast.Expr(f"{q(s_alias)}.{q(sf.name)}", exp.column(sf.name))),
+                pairs.append((ast.Assignment((f.name,), ast.Expr(f"{q(s_alias)}.{q(sf.name)}",
+                                                                 exp.column(sf.name, table=s_alias))),
                               f"{q(s_alias)}.{q(sf.name)}"))
             missing = [f.name for f in struct.fields if _field(src_struct, f.name) is None]
-            if missing and not stmt.schema_evolution:
+            if missing and not evolve:
                 raise AnalysisError(
                     f"UPDATE SET * needs every target column in the source; missing: {', '.join(missing)}.",
                     error_class="DELTA_MERGE_UNRESOLVED_EXPRESSION", sqlstate="42601")
         else:
-            pairs = [(ast.Assignment(strip(a.column), a.value), _bound(ctx, a.value, views, target))
+            pairs = [(ast.Assignment(strip(a.column), a.value),
+                      SA.default_sql(dml.resolve_field(struct, strip(a.column))) if SA.is_default_keyword(a.value.tree)
+                      else _bound(ctx, a.value, views, target))
                      for a in c.action.assignments]
         for a, _ in pairs:
             dml.resolve_column_path(struct, tuple(a.column), target.name)
         update_values[i] = pairs
     insert_values: dict[int, dict] = {}  # clause -> {column: value sql}
+    insert_trees: dict[int, dict] = {}  # clause -> {column: the value's tree (its type, when plain)}
     for i, c in not_matched:
         act = c.action
-        vals = {}
+        vals, trees = {}, {}
         if act.star:
             for f in struct.fields:
                 sf = _field(src_struct, f.name)
                 if sf is not None:
                     vals[f.name] = f"{q(s_alias)}.{q(sf.name)}"
+                    trees[f.name] = exp.column(sf.name, table=s_alias)
         else:
             if len(act.columns) != len(act.values):
                 raise AnalysisError("INSERT column list and VALUES differ in length.",
@@ -661,11 +670,56 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                 f = _field(struct, col.split(".")[-1] if "." in col else col)
                 if f is None:
                     raise ColumnNotFoundError(col, target.name, [x.name for x in struct.fields])
-                vals[f.name] = _bound(ctx, v, views, target)
+                vals[f.name] = SA.default_sql(f) if SA.is_default_keyword(v.tree) else _bound(ctx, v, views, target)
+                trees[f.name] = v.tree
+        for name in vals:
+            SA.refuse_identity_insert(_field(struct, name))
         insert_values[i] = vals
+        insert_trees[i] = trees
+
+    # ---- the types of the values (what storing them needs: store_assignment.py)
+    def plain_type(tree):
+        """A value that is a plain source or target column: its type, else None."""
+        if not isinstance(tree, exp.Column) or tree.args.get("db") is not None:
+            return None
+        side = (tree.table or "").lower()
+        if side == s_alias.lower() or (not side and _field(struct, tree.name) is None):
+            sf = _field(src_struct, tree.name)
+            return sf.dataType if sf is not None else None
+        if not side or side in quals:
+            tf = _field(struct, tree.name)
+            return tf.dataType if tf is not None else None
+        return None
+
+    value_type: dict = {}  # (kind, clause, j) -> DataType or None
+    unknown: dict = {}  # the values whose type must be analysed: key -> SQL
+    for i, pairs in update_values.items():
+        for j, (a, sql) in enumerate(pairs):
+            t = plain_type(a.value.tree)
+            value_type[("v", i, j)] = t
+            if t is None and dml._holds_struct(dml.resolve_column_path(struct, tuple(a.column), target.name)[2]):
+                unknown[("v", i, j)] = sql
+    for i, vals in insert_values.items():
+        for j, (col, sql) in enumerate(vals.items()):
+            t = plain_type(insert_trees[i][col])
+            value_type[("i", i, j)] = t
+            if t is None and dml._holds_struct(_field(struct, col).dataType):
+                unknown[("i", i, j)] = sql
+    if unknown:  # one analysis over no rows
+        analysed = list(unknown)
+        items = ", ".join(f"({unknown[k]}) AS __isolde_t{n}" for n, k in enumerate(analysed))
+        schema = spark.sql(f"SELECT {items} FROM {views.add(dml.scan_rows(ctx, target, [], False), 'types')} "
+                           f"AS {q(t_alias)} FULL OUTER JOIN {src_view} AS {q(s_alias)} ON ({_bound(ctx, stmt.on, views, target)})").schema
+        for n, k in enumerate(analysed):
+            value_type[k] = schema[f"__isolde_t{n}"].dataType
 
     metrics = {"numSourceRows": n_source, "numTargetRowsUpdated": 0, "numTargetRowsDeleted": 0,
                "numTargetRowsInserted": 0}
+    # a condition or value that is not deterministic (rand(), current_timestamp(), ...) must be
+    # decided once: the single pass materialises its pairs anyway; copy-on-write does it below
+    nondeterministic = dml.has_nondeterminism(
+        stmt.on.tree, *[c.condition.tree for c in clauses if c.condition is not None],
+        *[a.value.tree for pairs in update_values.values() for a, _ in pairs])
 
     def target_view(file_list, hint, ids=True):
         return views.add(dml.scan_rows(ctx, target, file_list, ids), hint)
@@ -675,7 +729,18 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     per_clause = {}  # update clause -> {top-level column: new value}
     for i, pairs in update_values.items():
         per_clause[i] = dml.assignment_columns(struct, [a for a, _ in pairs], target.name,
-                                               lambda j, i=i: F.col(f"__isolde_v_{i}_{j}"))
+                                               lambda j, i=i: f"__isolde_v_{i}_{j}",
+                                               [value_type[("v", i, j)] for j in range(len(pairs))])
+    # a generated column an UPDATE clause assigns must match its expression: a filter of the rows
+    # that carry the clause's values, before they are projected (dml.generated_guard)
+    update_guards = [g for i, pairs in update_values.items() if (g := dml.generated_guard(
+        struct, [a for a, _ in pairs], target.name, lambda j, i=i: f"__isolde_v_{i}_{j}",
+        [value_type[("v", i, j)] for j in range(len(pairs))], when=f"{CLAUSE} = {i}")) is not None]
+    update_guard = " AND ".join(f"({g})" for g in update_guards) or None
+
+    def guarded(rows):
+        return rows.filter(update_guard) if update_guard is not None else rows
+
     old_names = {f.name.lower() for f in target.struct.fields}
     cl = F.col(CLAUSE)
     # every touched file takes a deletion vector (dml.choose_mode): only the changed rows are
@@ -704,7 +769,10 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
         if any(nested for _, nested, _ in resolved):
             flat_updates = None
             break
-        flat_updates[i] = {name: f"__isolde_v_{i}_{j}" for j, (name, _, _) in enumerate(resolved)}
+        # each value stored by Delta's rules, a generated column's checked (dml.assignment_sql)
+        flat_updates[i] = dml.assignment_sql(struct, [a for a, _ in pairs], target.name,
+                                             lambda j, i=i: f"__isolde_v_{i}_{j}",
+                                             [value_type[("v", i, j)] for j in range(len(pairs))])
 
     def acting_sql(f):
         """``acting_value`` as a SQL select item (no Column built over py4j); None where a type
@@ -791,7 +859,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                         generated = inline_source.lateral_view(src_df.collect(), src_df.schema, s_alias, q)
                         if generated is not None:
                             joined, pairing = joined.replace(hint, "", 1), f"{generated} WHERE ({on})"
-            pass1_rows = spark.sql(f"SELECT {joined} FROM {views.add(target_rows, 'target')} AS {ta} {pairing}")
+            pass1_rows = guarded(spark.sql(f"SELECT {joined} FROM {views.add(target_rows, 'target')} AS {ta} {pairing}"))
             file_path = after_join.file_path_sql() if not kept_ids else None
             if file_path is not None:
                 # the deleted rows dropped, the path added by the select below: two plan steps
@@ -834,6 +902,19 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
             pairs_df = None if matched or by_source else pass1_rows.select(
                 F.col(FILE_COL).alias("f"), F.col(ROW_COL).alias("r"), "sid", F.col(CLAUSE).alias("cl"),
                 F.lit(False).alias("mv"))
+        elif nondeterministic:
+            # copy-on-write with a clause condition or a value that is not deterministic: the
+            # pairs are found, and their clause and values decided, ONCE (materialised); pass 2
+            # reads them back by row position instead of joining the source again
+            tv_all = target_view(files, "target")
+            decided = spark.sql(
+                f"SELECT {hint} {ta}.{FILE_COL} AS f, {ta}.{ROW_COL} AS r, {sa}.{SID} AS sid, "
+                f"{clause_sql} AS {CLAUSE}, coalesce({mv}, true) AS mv{''.join(', ' + v for v in value_cols)} "
+                f"FROM {tv_all} AS {ta} {join} {src_view} AS {sa} ON ({on})")
+            if by_source:
+                decided = decided.filter(f"sid IS NOT NULL OR {CLAUSE} >= 0")
+            decided = views.checkpoint(guarded(decided))
+            pairs_df = decided.select("f", "r", "sid", F.col(CLAUSE).alias("cl"), "mv")
         else:
             tv_all = target_view(files, "target")
             pairs_df = spark.sql(
@@ -921,19 +1002,34 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     # every candidate file goes through one full outer join instead (one shuffle, not two).
     has_identity = any(S.is_identity(f) for f in struct.fields)
     combined = bool(not single_pass and not broadcast and not_matched and touched and len(touched) == len(files)
-                    and max_all <= 1 and not has_identity)
+                    and max_all <= 1 and not has_identity and not nondeterministic)
     ins_cols = [f"({sql}) AS __isolde_i_{i}_{j}"
                 for i, vals in insert_values.items() for j, (col, sql) in enumerate(vals.items())]
 
+    # each insert clause's row: column -> the SQL of its stored value (a value given, else the
+    # column's DEFAULT, else NULL); a generated column given a value is checked against its
+    # expression over the row (identity and other generated columns are filled when written)
+    insert_rows: dict = {}
+    insert_guards: list = []  # a generated column given a value must match it (a filter of the inserts)
+    for i, vals in insert_values.items():
+        cols = list(vals)
+        row = {}
+        for f in struct.fields:
+            if f.name in vals:
+                j = cols.index(f.name)
+                row[f.name] = SA.stored_sql(f"__isolde_i_{i}_{j}", value_type[("i", i, j)], f.dataType,
+                                            column=f.name, write=SA.UPDATE)
+            else:
+                row[f.name] = SA.default_sql(f)
+        guard = SA.generated_guard(struct, {n.lower(): v for n, v in row.items()}, set(vals))
+        if guard is not None:
+            insert_guards.append(f"CASE WHEN {CLAUSE} = {i} THEN {guard} ELSE true END")
+        insert_rows[i] = row
+
     def insert_value(f):
         expr = None
-        for i, vals in insert_values.items():
-            cols = list(vals)
-            if f.name in vals:
-                v = F.col(f"__isolde_i_{i}_{cols.index(f.name)}").cast(f.dataType)
-            else:
-                default = S.default_expression(f)
-                v = F.expr(default).cast(f.dataType) if default else F.lit(None).cast(f.dataType)
+        for i in insert_values:
+            v = F.expr(insert_rows[i][f.name])
             expr = F.when(cl == i, v) if expr is None else expr.when(cl == i, v)
         return expr
 
@@ -942,15 +1038,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
         type_sql = _plain_type_sql(f.dataType)
         if type_sql is None:
             return None
-        cases = []
-        for i, vals in insert_values.items():
-            cols = list(vals)
-            if f.name in vals:
-                v = f"__isolde_i_{i}_{cols.index(f.name)}"
-            else:
-                default = S.default_expression(f)
-                v = f"({default})" if default else "NULL"
-            cases.append(f"WHEN {CLAUSE} = {i} THEN CAST({v} AS {type_sql})")
+        cases = [f"WHEN {CLAUSE} = {i} THEN CAST(({insert_rows[i][f.name]}) AS {type_sql})" for i in insert_values]
         return f"CASE {' '.join(cases)} END AS {q(f.name)}"
 
     def target_value(f):
@@ -967,15 +1055,18 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     inserted = None
     changes_for = None
     changes_by_partition = None
-    pass2_ids = target.deletion_vectors or max_all > 1  # copy-on-write needs no row positions
+    # copy-on-write needs no row positions, unless its change data reads the old rows by them
+    pass2_ids = target.deletion_vectors or max_all > 1 or cdf.enabled(new_metadata or target.metadata)
     if combined:
         tv = target_view(list(touched.values()), "touched", pass2_ids)
         t_cols = [f"{ta}.{q(f.name)}" for f in target.struct.fields] + [
             f"{ta}.{FILE_COL}", f"{ta}.{ROW_COL}", f"{ta}.{dml.TGT_FLAG}"]
         clause = (f"CASE WHEN {ta}.{dml.TGT_FLAG} IS NULL THEN {nm_case} "
                   f"WHEN {sa}.{SRC_FLAG} IS NULL THEN {bs_case} ELSE {matched_case} END AS {CLAUSE}")
-        rows = spark.sql(f"SELECT {shuffle_hint} {', '.join(t_cols + [clause] + value_cols + ins_cols)} "
-                         f"FROM {tv} AS {ta} FULL OUTER JOIN {src_view} AS {sa} ON ({on})")
+        rows = guarded(spark.sql(f"SELECT {shuffle_hint} {', '.join(t_cols + [clause] + value_cols + ins_cols)} "
+                                 f"FROM {tv} AS {ta} FULL OUTER JOIN {src_view} AS {sa} ON ({on})"))
+        if insert_guards:  # (clause indices tell insert clauses from update clauses)
+            rows = rows.filter(" AND ".join(f"({g})" for g in insert_guards))
         is_ins = F.col(dml.TGT_FLAG).isNull()
         rows = rows.filter(~is_ins | (cl >= 0))
         out = []
@@ -1004,11 +1095,22 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
             F.col(FILE_COL), F.col(ROW_COL), target_action.alias(ACTION_COL)]
 
         def changes_over(file_list, ids, source_view=None, tv=None):
+            if nondeterministic:  # the pairs decided once (pass 1), joined back by row position
+                tv = tv or target_view(file_list, "touched", True)
+                values = [c.rsplit(" AS ", 1)[1] for c in value_cols]
+                rows = spark.sql(
+                    f"SELECT {ta}.*, coalesce(d.{CLAUSE}, -1) AS {CLAUSE}{''.join(', d.' + v for v in values)} "
+                    f"FROM {tv} AS {ta} LEFT JOIN {views.add(decided, 'decided')} AS d "
+                    f"ON {ta}.{FILE_COL} = d.f AND {ta}.{ROW_COL} = d.r")
+                if max_all > 1:
+                    w = Window.partitionBy(FILE_COL, ROW_COL).orderBy(F.col(CLAUSE).desc())
+                    rows = rows.withColumn("__isolde_rn", F.row_number().over(w)).filter("__isolde_rn = 1")
+                return rows.select(*new_values)
             tv = tv or target_view(file_list, "touched", ids)
             sel = ", ".join([f"{ta}.*", f"CASE WHEN {sa}.{SRC_FLAG} IS NULL THEN {bs_case} ELSE {matched_case} END "
                                         f"AS {CLAUSE}"] + value_cols)
-            rows = spark.sql(f"SELECT {hint} {sel} FROM {tv} AS {ta} LEFT JOIN {source_view or pass2_view()} AS {sa} "
-                             f"ON ({on})")
+            rows = guarded(spark.sql(f"SELECT {hint} {sel} FROM {tv} AS {ta} LEFT JOIN "
+                                     f"{source_view or pass2_view()} AS {sa} ON ({on})"))
             if max_all > 1:  # a target row matched several source rows (at most one of them acts)
                 w = Window.partitionBy(FILE_COL, ROW_COL).orderBy(F.col(CLAUSE).desc())
                 rows = rows.withColumn("__isolde_rn", F.row_number().over(w)).filter("__isolde_rn = 1")
@@ -1022,7 +1124,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
         elif touched:
             def changes():  # built only if dml writes all touched files in one job
                 return changes_over(list(touched.values()), pass2_ids)
-            if broadcast and not pass2_ids and not moves:
+            if broadcast and not pass2_ids and not moves and not nondeterministic:
                 # no row leaves its partition: dml may write each touched partition in its own job,
                 # each joined with only the source rows that matched that partition's files
                 source_of = _source_per_partition(views, src_df, pairs_df, touched) \
@@ -1064,18 +1166,38 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                 query = (f"SELECT {ids_hint} {sel} FROM {src_view} AS {sa} "
                          f"LEFT ANTI JOIN {ids} AS m ON {sa}.{SID} = m.sid")
             values = [insert_sql(f) for f in struct.fields]
+            checked = "".join(f" AND ({g})" for g in insert_guards)
             if all(v is not None for v in values):
                 # the acting clause's test and the new rows' values in the same query: one
                 # Dataset step (each is an analysis of the plan), no Column built over py4j
-                inserted = spark.sql(f"SELECT {', '.join(values)} FROM ({query}) AS __isolde_ins WHERE {CLAUSE} >= 0")
+                inserted = spark.sql(f"SELECT {', '.join(values)} FROM ({query}) AS __isolde_ins "
+                                     f"WHERE {CLAUSE} >= 0{checked}")
             else:
-                inserted = spark.sql(query).filter(cl >= 0).select(
+                inserted = spark.sql(query).filter(f"{CLAUSE} >= 0{checked}").select(
                     *[insert_value(f).alias(f.name) for f in struct.fields])
             if target.partition_columns and not single_pass:  # (dml does it with the updated rows)
                 # each partition's new rows in one task: one new file per partition, not one per
                 # partition and source split
                 inserted = inserted.repartition(*[F.col(q(c)) for c in target.partition_columns])
 
+    # change data comes from the rows the write writes, never from a second evaluation of the
+    # statement (cdf.acted_rows): the rows acted on and the inserted rows are materialised once
+    acted = None
+    with_cdf = cdf.enabled(new_metadata or target.metadata)
+    if with_cdf and touched:
+        if single_pass:
+            if pass1_table is not None and updated_on_driver is not None:  # (bounded_rows: on the driver)
+                acted = spark.createDataFrame(pass1_table.drop_columns(
+                    [c for c in pass1_table.column_names if c.startswith("_isolde_ord")])).select(
+                    *[q(f.name) for f in struct.fields], FILE_COL, ROW_COL, target_action.alias(ACTION_COL))
+            else:
+                acted = changes()
+        else:
+            materialised = views.checkpoint(changes() if callable(changes) else changes)
+            changes, changes_for, changes_by_partition = materialised, None, None
+            acted = materialised
+    if with_cdf and inserted is not None and not has_identity:
+        inserted = views.checkpoint(inserted)
     change = dml.apply_changes(ctx, target, changes, touched, inserted, changed_rows=changed,
                                metadata=new_metadata, changes_for=changes_for, views=views,
                                changes_by_partition=changes_by_partition, deleted_rows=deleted,
@@ -1083,21 +1205,13 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                                inserted_at_most=n_source, rows_on_driver=updated_on_driver)
     if single_pass and not update_idx:
         change.row_ids_kept = True  # rows only deleted (by vectors) or inserted: none took a new id
-    if touched and cdf.enabled(new_metadata or target.metadata):
+    if touched and with_cdf:
         # every changed row: once a commit has a cdc file, readers take nothing from its adds
-        tv = target_view(list(touched.values()), "cdc", max_all > 1)
-        rows = spark.sql(f"SELECT {hint} {ta}.*, CASE WHEN {sa}.{SRC_FLAG} IS NULL THEN {bs_case} "
-                         f"ELSE {matched_case} END AS {CLAUSE}{''.join(', ' + v for v in value_cols)} "
-                         f"FROM {tv} AS {ta} LEFT JOIN {src_view} AS {sa} ON ({on})")
-        if max_all > 1:  # a target row matched several source rows (at most one of them acts)
-            w = Window.partitionBy(FILE_COL, ROW_COL).orderBy(F.col(CLAUSE).desc())
-            rows = rows.withColumn("__isolde_rn", F.row_number().over(w)).filter("__isolde_rn = 1")
-        if inserted is not None:  # identity values exist only in the files written
+        if inserted is not None and has_identity:  # identity values exist only in the files written
             read_back = cdf.written_inserts(ctx, target, change.metadata_update or new_metadata or target.metadata,
                                             change, touched)
             inserted = read_back if read_back is not None else inserted
-        cdc_rows = cdf.merge_rows(rows, struct, cl, update_idx, delete_idx, old_value, target_value, inserted)
-        cdf.record(ctx, target, change, cdc_rows, new_metadata)
+        cdf.record(ctx, target, change, cdf.acted_rows(ctx, target, acted, touched, struct, inserted), new_metadata)
     if change.metadata_update is not None:
         new_metadata = change.metadata_update
     if new_metadata is not None:

@@ -43,7 +43,10 @@ def _json_bound(arrow_type: pa.DataType, value, is_max: bool):
         return None
     if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
         if isinstance(value, bytes):
-            value = value.decode("utf-8", errors="replace")
+            try:  # a replaced character would be no bound of the bytes Spark compares
+                value = value.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
         if len(value) > STRING_PREFIX_LENGTH:
             value = value[:STRING_PREFIX_LENGTH] + (_TIE_BREAKER if is_max else "")
         return value
@@ -110,8 +113,13 @@ def stats_from_metadata(metadata: pq.FileMetaData, hidden: frozenset = frozenset
                 nulls_ok = False
             rg_rows = metadata.row_group(rg).num_rows
             if st.has_min_max:
-                rg_lo = _json_bound(arrow_field.type, st.min, is_max=False)
-                rg_hi = _json_bound(arrow_field.type, st.max, is_max=True)
+                try:  # bounds Python cannot hold (bytes that are not UTF-8, dates past year 9999): none
+                    raw_lo, raw_hi = st.min, st.max
+                except (UnicodeDecodeError, ValueError, OverflowError):
+                    bounds_ok = False
+                    continue
+                rg_lo = _json_bound(arrow_field.type, raw_lo, is_max=False)
+                rg_hi = _json_bound(arrow_field.type, raw_hi, is_max=True)
                 if rg_lo is None or rg_hi is None:
                     bounds_ok = False
                     continue

@@ -32,6 +32,9 @@ def read_stream(session, table: str, **options):
     """A streaming DataFrame over ``table`` (a name, or ``delta.`/path```) of an isolde Session."""
     from isolde.executor.session import _ref_from_name
 
+    from isolde.executor.streaming.plan import StreamOptions
+
+    StreamOptions.parse({k: str(v) for k, v in options.items()})  # refused here, not at the first batch
     handle = session.catalog.resolve(_ref_from_name(table), session.current_database)
     register(session.spark)
     reader = session.spark.readStream.format("isolde")

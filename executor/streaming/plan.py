@@ -156,9 +156,29 @@ class StreamOptions:
     skip_change_commits: bool = False
     ignore_deletes: bool = False
 
+    #: the options isolde's streaming source reads (Delta's names); any other is refused when the
+    #: query is defined, never silently ignored
+    KNOWN = ("startingVersion", "startingTimestamp", "maxFilesPerTrigger", "maxBytesPerTrigger",
+             "skipChangeCommits", "ignoreDeletes")
+
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "StreamOptions":
         opts = {str(k).lower(): v for k, v in options.items()}
+        known = {k.lower() for k in cls.KNOWN} | {"path"}
+        for key in options:
+            if str(key).lower() in known:
+                continue
+            if str(key).lower() == "readchangefeed":
+                raise AnalysisError(
+                    "readChangeFeed is not supported by isolde's streaming source yet: it would stream the "
+                    "table's rows, not its changes. Read the change data feed in batches instead: "
+                    "table_changes('t', start[, end]) or s.read.option('readChangeFeed', 'true').option('startingVersion', n).table('t').",
+                    error_class="DELTA_UNSUPPORTED_STREAM_READ_OPTION", sqlstate="0AKDC")
+            from isolde.errors import did_you_mean
+
+            raise AnalysisError(f"Unknown streaming read option '{key}'.{did_you_mean(str(key), cls.KNOWN)} "
+                                f"isolde's streaming source reads: {', '.join(cls.KNOWN)}.",
+                                error_class="DELTA_UNKNOWN_READ_OPTION", sqlstate="42616")
         version = opts.get("startingversion")
         timestamp = opts.get("startingtimestamp")
         if version is not None and timestamp is not None:

@@ -63,7 +63,7 @@ def prepare_batch(session, table: str, df, app_id: str, version: int, *, query_i
     if not written.adds:
         return None
     actions: list = [*written.adds, SetTransaction(app_id, int(version), now_ms())]
-    new_meta = identity_metadata_update(metadata, written)
+    new_meta = identity_metadata_update(metadata, written, conformed)
     if new_meta is not None:
         actions.append(new_meta)
     txn.set_blind_append()
