@@ -437,3 +437,56 @@ def test_variant_columns_convert_to_arrow(session):
     path = os.path.join(here, "data", "engines", "spark-variant-checkpoint")
     table = session.sql(f"SELECT * FROM delta.`{path}`").toArrow()
     assert table.num_rows == 102 and table.column("v").type.num_fields == 2  # (PySpark alone fails here)
+
+
+# --------------------------------------------------------------------------- the DML routes, differentially
+
+
+EXTREMES = ("CAST('NaN' AS DOUBLE) AS d, CAST('-0.0' AS DOUBLE) AS d0, "
+            "CAST('12345678901234567890.123456789012345678' AS DECIMAL(38,18)) AS dec38, "
+            "CAST(X'61FF62' AS STRING) AS s, date_add(DATE'9999-12-31', 3) AS day, CAST(NULL AS INT) AS i")
+
+
+@pytest.mark.parametrize("size", [1, 400], ids=["point", "bulk"])
+@pytest.mark.parametrize("seed", range(2))
+def test_update_and_merge_write_the_same_values_on_every_route(session, spark, seed, size):
+    """Random rows of every type (test_driver_write's generator) and Spark's extreme values
+    through UPDATE and MERGE, on the driver's route and on Spark's writer: the same tables, the
+    values an oracle (the source rows themselves) names."""
+    import random
+
+    from test_driver_write import COLUMNS, _contents, _row, _same_values
+
+    rng = random.Random(seed)
+    base = [_row(rng, i) for i in range(size)]
+    new = [_row(rng, i) for i in range(size)]
+    typed = spark.createDataFrame(new, COLUMNS)
+    spark.createDataFrame(typed.toArrow(), schema=typed.schema).createOrReplaceTempView("newer")
+    typed = spark.createDataFrame(base, COLUMNS)
+    spark.createDataFrame(typed.toArrow(), schema=typed.schema).createOrReplaceTempView("older")
+    s = session
+    names = [n for n in typed.schema.names if n != "id"]
+    try:
+        for route in ROUTES:
+            t = f"t_{route}"
+            s.execute(f"CREATE TABLE {t} ({COLUMNS}, d0 DOUBLE, dec38 DECIMAL(38,18))")
+            s.execute(f"INSERT INTO {t} SELECT *, NULL, NULL FROM older")
+            with on_route(route):
+                s.execute(f"MERGE INTO {t} USING newer n ON {t}.id = n.id WHEN MATCHED THEN UPDATE SET "
+                          + ", ".join(f"{c} = n.{c}" for c in names))
+                s.execute(f"UPDATE {t} SET i = i, d = d WHERE id % 2 = 0")  # rewrites, values unchanged
+        driver, spark_route = _contents(s, "t_driver"), _contents(s, "t_spark")
+        assert _same_values(driver, spark_route)
+        oracle = {r[0]: r for r in (tuple(x) for x in spark.sql("SELECT *, NULL, NULL FROM newer").collect())}
+        assert _same_values(driver, [oracle[row[0]] for row in driver])
+        for route in ROUTES:
+            with on_route(route):
+                s.execute(f"MERGE INTO t_{route} USING (SELECT 0 AS id, {EXTREMES}) x ON t_{route}.id = x.id "
+                          "WHEN MATCHED THEN UPDATE SET d = x.d, d0 = x.d0, dec38 = x.dec38, s = x.s, day = x.day, i = x.i")
+            shown = s.sql(f"SELECT hex(CAST(s AS BINARY)), CAST(day AS STRING), CAST(dec38 AS STRING), "
+                          f"CAST(d0 AS STRING), isnan(d), i FROM t_{route} WHERE id = 0").first()
+            assert tuple(shown) == ("61FF62", "+10000-01-03", "12345678901234567890.123456789012345678", "-0.0",
+                                    True, None), route
+    finally:
+        spark.catalog.dropTempView("newer")
+        spark.catalog.dropTempView("older")
