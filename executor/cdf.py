@@ -105,25 +105,6 @@ def acted_rows(ctx, target, acted: DataFrame, touched: dict, struct, inserted: O
     return out
 
 
-def merge_rows(rows: DataFrame, struct, clause, update_clauses: list, delete_clauses: list, old_value, new_value,
-               inserted: Optional[DataFrame]) -> DataFrame:
-    """The change rows of a MERGE: ``rows`` are the touched files' rows with the acting clause's
-    number in ``clause`` (and the values the clauses need); ``old_value(f)`` / ``new_value(f)``
-    give a column before / after the clause acts; ``inserted`` holds the new rows (see
-    ``written_inserts`` for tables with an identity column)."""
-    updated = rows.filter(clause.isin(update_clauses or [-2]))
-    deleted = rows.filter(clause.isin(delete_clauses or [-2]))
-    parts = [updated.select(*[old_value(f).alias(f.name) for f in struct.fields], F.lit(PREIMAGE).alias(CHANGE_TYPE)),
-             updated.select(*[new_value(f).alias(f.name) for f in struct.fields], F.lit(POSTIMAGE).alias(CHANGE_TYPE)),
-             deleted.select(*[old_value(f).alias(f.name) for f in struct.fields], F.lit(DELETE).alias(CHANGE_TYPE))]
-    if inserted is not None:
-        parts.append(tagged(inserted, struct, INSERT))
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.unionByName(p)
-    return out
-
-
 def written_inserts(ctx, target, metadata, change, touched: dict) -> Optional[DataFrame]:
     """The rows a MERGE inserted into a table with an identity column, read back from the files
     it wrote: their identity values are generated only as the rows are written, past the

@@ -573,8 +573,10 @@ def _to_arrow(self):
     import pyarrow as pa
     from pyspark.sql import types as T
 
+    from isolde.executor.schema import nested_types
+
     base = _isolde_classes()["classic"]
-    if not any(isinstance(t, T.VariantType) for f in self.schema.fields for t in _types_in(f.dataType)):
+    if not any(isinstance(t, T.VariantType) for f in self.schema.fields for t in nested_types(f.dataType)):
         return base.toArrow(self)
     try:
         return base.toArrow(self)
@@ -584,20 +586,6 @@ def _to_arrow(self):
         schema = to_arrow_schema(self.schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC")
         batches = self._collect_as_arrow(split_batches=False, empty_list_if_zero_records=False)
         return pa.Table.from_batches(batches).cast(_nullable_arrow(schema))
-
-
-def _types_in(dt):
-    from pyspark.sql import types as T
-
-    yield dt
-    if isinstance(dt, T.StructType):
-        for f in dt.fields:
-            yield from _types_in(f.dataType)
-    elif isinstance(dt, T.ArrayType):
-        yield from _types_in(dt.elementType)
-    elif isinstance(dt, T.MapType):
-        yield from _types_in(dt.keyType)
-        yield from _types_in(dt.valueType)
 
 
 def _nullable_arrow(schema):

@@ -31,6 +31,7 @@ import sqlglot.expressions as exp
 
 from isolde.errors import AnalysisError, TableAlreadyExistsError
 from isolde.grammar import ast
+from isolde.grammar.ctes import named_subquery
 from isolde.grammar.dialect import sql as render_sql
 from isolde.grammar.lexer import Tok
 from isolde.grammar.slots import construct, query as parse_query
@@ -200,17 +201,7 @@ def expand_tree(ctx, tree: exp.Expression, depth: int = 0, chain: tuple = ()) ->
 def _as_subquery(node: exp.Table, view: ViewDefinition, body: exp.Expression) -> exp.Expression:
     """The view's query in place of the reference, under the reference's alias (or the view's
     name) and with the view's column names."""
-    alias = node.args.get("alias")
-    if isinstance(alias, exp.TableAlias) and alias.this is not None:
-        alias = alias.copy()
-    else:
-        alias = exp.TableAlias(this=exp.to_identifier(node.name, quoted=True))
-    if view.columns and not alias.args.get("columns"):
-        alias.set("columns", [exp.to_identifier(c, quoted=True) for c in view.columns])
-    sub = exp.Subquery(this=body, alias=alias)
-    if node.args.get("pivots"):
-        sub.set("pivots", node.args["pivots"])
-    return sub
+    return named_subquery(node, node.name, view.columns, body)
 
 
 def _expand_query(ctx, q: ast.Query) -> ast.Query:

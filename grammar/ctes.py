@@ -12,7 +12,7 @@ the slot defines itself shadows one of the same name, as in SQL.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+from typing import Any
 
 import sqlglot.expressions as exp
 
@@ -40,14 +40,21 @@ def _shadowed(node: exp.Expression, name: str) -> bool:
     return False
 
 
-def _subquery(cte: Cte, alias: Optional[exp.TableAlias]) -> exp.Subquery:
+def named_subquery(node: exp.Table, name: str, columns, body: exp.Expression) -> exp.Subquery:
+    """``body`` as a subquery in place of the table reference ``node`` to a named query (a CTE,
+    a view): under the reference's alias, else the name, with the query's column names, and the
+    reference's PIVOT kept."""
+    alias = node.args.get("alias")
     if isinstance(alias, exp.TableAlias) and alias.this is not None:
         alias = alias.copy()
     else:
-        alias = exp.TableAlias(this=exp.to_identifier(cte.name, quoted=True))
-    if cte.columns and not alias.args.get("columns"):
-        alias.set("columns", [exp.to_identifier(c, quoted=True) for c in cte.columns])
-    return exp.Subquery(this=cte.query.tree.copy(), alias=alias)
+        alias = exp.TableAlias(this=exp.to_identifier(name, quoted=True))
+    if columns and not alias.args.get("columns"):
+        alias.set("columns", [exp.to_identifier(c, quoted=True) for c in columns])
+    sub = exp.Subquery(this=body, alias=alias)
+    if node.args.get("pivots"):
+        sub.set("pivots", node.args["pivots"])
+    return sub
 
 
 def _inline_tree(tree: exp.Expression, ctes: dict) -> bool:
@@ -59,7 +66,7 @@ def _inline_tree(tree: exp.Expression, ctes: dict) -> bool:
         cte = ctes.get(node.name.lower())
         if cte is None or isinstance(node.parent, exp.Column) or _shadowed(node, node.name.lower()):
             continue
-        node.replace(_subquery(cte, node.args.get("alias")))
+        node.replace(named_subquery(node, cte.name, cte.columns, cte.query.tree.copy()))
         changed = True
     return changed
 

@@ -384,16 +384,6 @@ def shifts(states, stack, terminal: str) -> bool:
     """Whether the LALR parser with ``stack`` would shift ``terminal`` (after the
     reductions it triggers), without touching the parser."""
     action = states[stack[-1]].get(terminal)
-    if action is None or action[0] is Shift:
+    if action is None or action[0] is Shift:  # (the common case: no copy of the stack)
         return action is not None
-    stack = list(stack)
-    while True:
-        action = states[stack[-1]].get(terminal)
-        if action is None:
-            return False
-        if action[0] is Shift:
-            return True
-        rule = action[1]
-        if rule.expansion:
-            del stack[-len(rule.expansion) :]
-        stack.append(states[stack[-1]][rule.origin.name][1])
+    return shifted(states, stack, terminal) is not None

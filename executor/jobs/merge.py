@@ -902,27 +902,22 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
             pairs_df = None if matched or by_source else pass1_rows.select(
                 F.col(FILE_COL).alias("f"), F.col(ROW_COL).alias("r"), "sid", F.col(CLAUSE).alias("cl"),
                 F.lit(False).alias("mv"))
-        elif nondeterministic:
+        else:
             # copy-on-write with a clause condition or a value that is not deterministic: the
             # pairs are found, and their clause and values decided, ONCE (materialised); pass 2
             # reads them back by row position instead of joining the source again
             tv_all = target_view(files, "target")
-            decided = spark.sql(
-                f"SELECT {hint} {ta}.{FILE_COL} AS f, {ta}.{ROW_COL} AS r, {sa}.{SID} AS sid, "
-                f"{clause_sql} AS {CLAUSE}, coalesce({mv}, true) AS mv{''.join(', ' + v for v in value_cols)} "
-                f"FROM {tv_all} AS {ta} {join} {src_view} AS {sa} ON ({on})")
-            if by_source:
-                decided = decided.filter(f"sid IS NOT NULL OR {CLAUSE} >= 0")
-            decided = views.checkpoint(guarded(decided))
-            pairs_df = decided.select("f", "r", "sid", F.col(CLAUSE).alias("cl"), "mv")
-        else:
-            tv_all = target_view(files, "target")
+            extra = "".join(", " + v for v in value_cols) if nondeterministic else ""
             pairs_df = spark.sql(
                 f"SELECT {hint} {ta}.{FILE_COL} AS f, {ta}.{ROW_COL} AS r, {sa}.{SID} AS sid, "
-                f"{clause_sql} AS cl, coalesce({mv}, true) AS mv "
+                f"{clause_sql} AS {CLAUSE}, coalesce({mv}, true) AS mv{extra} "
                 f"FROM {tv_all} AS {ta} {join} {src_view} AS {sa} ON ({on})")
             if by_source:
-                pairs_df = pairs_df.filter("sid IS NOT NULL OR cl >= 0")
+                pairs_df = pairs_df.filter(f"sid IS NOT NULL OR {CLAUSE} >= 0")
+            if nondeterministic:
+                decided = views.checkpoint(guarded(pairs_df))
+                pairs_df = decided
+            pairs_df = pairs_df.select("f", "r", "sid", F.col(CLAUSE).alias("cl"), "mv")
         per_pair = ("SELECT f, 1 AS n_all, IF(cl >= 0, 1, 0) AS n_act, IF(cl >= 0, cl, NULL) AS cl, "
                     "IF(cl >= 0 AND mv, 1, 0) AS mv, IF(sid IS NULL, 0, n) AS m, n FROM {pairs}")
         if summary.unique_keys and single_pass:
