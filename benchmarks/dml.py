@@ -18,7 +18,7 @@ peak RSS is its own; isolde's peak is the Python driver's and the JVM's VmHWM ov
 statements only (reset before them). Every round starts both engines from fresh copies;
 medians over rounds are printed.
 
-Phases of isolde's statement (``CommitResult.phases``, executor/phases.py) and their floors,
+Phases of isolde's statement (``CommitResult.phases``, executor/runtime/phases.py) and their floors,
 each timed right after the statement on the same files:
     plan    delta-rs loading the table (its log replay): what any engine pays to know the files
     source  MERGE: plain Spark reading the source's columns into the no-op sink
@@ -493,7 +493,7 @@ def main(argv=None) -> int:
 
     sys.path.insert(0, os.path.dirname(HERE))
     import isolde
-    from isolde.executor.spark import get_spark
+    from isolde.executor.runtime.spark import get_spark
 
     sizes = _int_list(args.rows)
     files = _int_list(args.files)

@@ -158,7 +158,7 @@ def main(argv=None) -> int:
     from deltalake import write_deltalake
 
     import isolde
-    from isolde.executor.spark import get_spark
+    from isolde.executor.runtime.spark import get_spark
 
     scratch = args.dir or tempfile.mkdtemp(prefix="isolde-bench-point-")
     os.makedirs(scratch, exist_ok=True)

@@ -6,7 +6,7 @@ A deletion-vector table of ``--rows`` rows (10 date partitions) is written once.
 statement kind (DELETE 0.1%, UPDATE 1%, MERGE upsert of rows/100 keys from
 a subquery on the table, and from a staging table) and each mode, a fresh
 Python + JVM process runs the statement ``--repeat`` times on different keys, on a copy of the
-table: ``cold`` starts at once, ``warm-up`` first lets executor/warmup.py finish (what a REPL user
+table: ``cold`` starts at once, ``warm-up`` first lets executor/runtime/warmup.py finish (what a REPL user
 gets while typing). Printed: the first run, the median of the others, and their ratio -- the
 issue's target is a first statement within 1.3x of a warm one. Spark start and the warm-up
 itself are printed apart: they are not on a statement's clock.

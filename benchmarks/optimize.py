@@ -71,7 +71,7 @@ def main(argv=None) -> int:
 
     import isolde
     from isolde.executor.log import DeltaLog
-    from isolde.executor.spark import get_spark
+    from isolde.executor.runtime.spark import get_spark
 
     scratch = args.dir or tempfile.mkdtemp(prefix="isolde-bench-optimize-")
     try:

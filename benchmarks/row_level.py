@@ -188,7 +188,7 @@ def main(argv=None) -> int:
 
     sys.path.insert(0, ROOT)
     import isolde
-    from isolde.executor.spark import get_spark
+    from isolde.executor.runtime.spark import get_spark
 
     scratch = args.dir or tempfile.mkdtemp(prefix="isolde-bench-row-level-")
     try:

@@ -47,8 +47,8 @@ def connect(warehouse: str = "./warehouse", spark=None, master: str | None = Non
     """Open a Session on the embedded local Spark (or ``spark=`` / ``master=`` / ISOLDE_SPARK_MASTER).
 
     ``warm_up``: once Spark is up, run isolde's DML path on a throwaway table in the background
-    so the first real statement runs at warm speed (executor/warmup.py; the REPL does this)."""
-    from isolde.executor.session import connect as _connect
+    so the first real statement runs at warm speed (executor/runtime/warmup.py; the REPL does this)."""
+    from isolde.executor.session.session import connect as _connect
 
     return _connect(warehouse=warehouse, spark=spark, master=master, conf=conf, warm_up=warm_up)
 

@@ -8,10 +8,10 @@ import os
 import sys
 from typing import Any, Optional
 
-from isolde.repl import metacommands, statements
-from isolde.repl.completion import CatalogCache, make_completer
-from isolde.repl.config import Settings, history_path
-from isolde.repl.runner import Runner, SessionHolder
+from . import metacommands, statements
+from .completion import CatalogCache, make_completer
+from .config import Settings, history_path
+from .runner import Runner, SessionHolder
 
 BANNER = "isolde {version} · Spark is starting in the background · \\? for help, \\q to quit"
 
@@ -23,8 +23,8 @@ class Repl:
         from prompt_toolkit.auto_suggest import AutoSuggestFromHistory
         from prompt_toolkit.history import InMemoryHistory
 
-        from isolde.repl.highlight import prompt_lexer, prompt_style
-        from isolde.repl.keybindings import repl_key_bindings
+        from .highlight import prompt_lexer, prompt_style
+        from .keybindings import repl_key_bindings
 
         self.holder = holder
         self.settings = settings
@@ -37,7 +37,7 @@ class Repl:
         holder.on_ready.append(lambda _session: self.catalog.refresh())
         if history is None:
             try:
-                from isolde.repl.history import PrivateFileHistory
+                from .history import PrivateFileHistory
 
                 history = PrivateFileHistory(history_path(settings), settings.history_size)
             except OSError:

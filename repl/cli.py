@@ -126,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write(f"isolde: error: cannot read {value}: {exc.strerror or exc}\n")
             return EXIT_USAGE
 
-    from isolde.repl.config import Settings, load_settings
+    from .config import Settings, load_settings
 
     settings = Settings() if args.no_config else load_settings()
     for warning in settings.warnings:
@@ -136,12 +136,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     connect_kwargs = {"warehouse": args.warehouse or os.environ.get("ISOLDE_WAREHOUSE") or "./warehouse",
                       "master": args.master, "conf": conf or None}
 
-    from isolde.repl.runner import Runner, SessionHolder
+    from .runner import Runner, SessionHolder
 
     holder = SessionHolder(connect_kwargs)
 
     if not loaded and stdin_tty:
-        from isolde.repl.app import Repl
+        from .app import Repl
 
         holder.connect_kwargs["warm_up"] = settings.warm_up  # the user is typing: warm the JVM up meanwhile
 

@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from isolde.repl.sqlscan import Token, significant, tokenize
+from .sqlscan import Token, significant, tokenize
 
 # --------------------------------------------------------------------------- vocabulary
 

@@ -7,7 +7,7 @@ import configparser
 import os
 from dataclasses import dataclass, field
 
-from isolde.repl.formatting import FORMATS
+from .formatting import FORMATS
 
 DEFAULT_CONFIG = """\
 # isolde REPL configuration.

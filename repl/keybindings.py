@@ -7,7 +7,7 @@ from prompt_toolkit.filters import completion_is_selected, has_focus, is_done
 from prompt_toolkit.enums import DEFAULT_BUFFER
 from prompt_toolkit.key_binding import KeyBindings
 
-from isolde.repl.statements import should_submit
+from .statements import should_submit
 
 
 def repl_key_bindings() -> KeyBindings:

@@ -12,8 +12,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from isolde.repl.formatting import FORMATS, format_rows, plural, size_pretty
-from isolde.repl.tables import column_listing, table_listing
+from .formatting import FORMATS, format_rows, plural, size_pretty
+from .tables import column_listing, table_listing
 
 
 class MetaError(ValueError):
@@ -154,7 +154,7 @@ def run_meta(meta: Meta, ctx: Any) -> None:
 
 
 def _names(items: Any) -> list[str]:
-    from isolde.repl.completion import _name_of
+    from .completion import _name_of
 
     if hasattr(items, "rows") and hasattr(items, "columns"):
         cols = [c.lower() for c in items.columns]

@@ -18,9 +18,9 @@ import time
 from typing import Any, Callable, Optional, TextIO
 
 import isolde
-from isolde.repl import formatting, statements
-from isolde.repl.config import Settings, config_path
-from isolde.repl.progress import StatusLine, read_stages, render_progress, spinner_frame
+from . import formatting, statements
+from .config import Settings, config_path
+from .progress import StatusLine, read_stages, render_progress, spinner_frame
 
 DDL_WORDS = {"CREATE", "DROP", "ALTER", "REPLACE", "CONVERT", "USE", "RESTORE"}
 

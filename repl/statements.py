@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import isolde
 
-from isolde.repl import sqlscan
+from . import sqlscan
 
 META_PREFIX = "\\"
 QUIT_WORDS = {"quit", "exit", "\\q"}

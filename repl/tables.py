@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
-from isolde.repl.formatting import size_pretty
+from .formatting import size_pretty
 
 LISTING_COLUMNS = ["table", "type", "provider", "version", "files", "size"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 
-from isolde.executor import leases
-from isolde.executor.catalog import foreign_entries
+from isolde.executor.catalog import leases
+from isolde.executor.catalog.warehouse import foreign_entries
 
 
 def _touch(path: str) -> str:

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import types as T
 
-from isolde.executor import driver_write
-from isolde.executor.dml import _rows_to_write
+from isolde.executor.rows import driver_write
+from isolde.executor.rows.dml import _rows_to_write
 
 
 @pytest.mark.parametrize("seed", range(5))

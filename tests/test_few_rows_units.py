@@ -1,4 +1,4 @@
-"""Which statements may bring their rows to the driver (executor/few_rows.py), without Spark:
+"""Which statements may bring their rows to the driver (executor/rows/few_rows.py), without Spark:
 the types that survive an Arrow round trip and the scans small enough to try."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from pyspark.sql import types as T
 
-from isolde.executor import few_rows
+from isolde.executor.rows import few_rows
 
 
 def test_which_types_are_arrow_safe():

@@ -11,7 +11,7 @@ import sqlglot
 from pyspark.sql import Row
 from pyspark.sql import types as T
 
-from isolde.executor import inline_source as I
+from isolde.executor.rows import inline_source as I
 
 
 @pytest.mark.parametrize("value,dtype,text", [

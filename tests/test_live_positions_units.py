@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from isolde.executor.scan import ORD_COL, ROW_COL, DeletedRows, RowIdsAfterJoin
+from isolde.executor.rows.scan import ORD_COL, ROW_COL, DeletedRows, RowIdsAfterJoin
 
 
 def _found(pairs) -> pa.Table:

@@ -1,11 +1,11 @@
-"""The per-statement phase clock (executor/phases.py): no Spark."""
+"""The per-statement phase clock (executor/runtime/phases.py): no Spark."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-from isolde.executor import phases
+from isolde.executor.runtime import phases
 
 
 def test_phases_add_up_and_plan_is_the_rest():

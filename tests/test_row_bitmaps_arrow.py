@@ -14,8 +14,8 @@ import random
 import pyarrow as pa
 import pytest
 
-from isolde.executor import row_bitmaps
-from isolde.executor.row_bitmaps import BUCKET_ROWS, bitmaps_from_arrow
+from isolde.executor.rows import row_bitmaps
+from isolde.executor.rows.row_bitmaps import BUCKET_ROWS, bitmaps_from_arrow
 
 KEYS = ["k", "f", "cl"]
 

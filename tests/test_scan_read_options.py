@@ -1,4 +1,4 @@
-"""Which Parquet filters a scan keeps (executor/scan.py read_plan), without Spark.
+"""Which Parquet filters a scan keeps (executor/rows/scan.py read_plan), without Spark.
 
 The dictionary filter is always off (it tells -0.0 from 0.0). The row-group and page-index
 statistics filters stay on; a top-level float column that some file does not vouch for as
@@ -14,7 +14,7 @@ import json
 import pytest
 from pyspark.sql import types as T
 
-from isolde.executor import scan
+from isolde.executor.rows import scan
 from isolde.executor.log.actions import AddFile
 from isolde.executor.log.stats import NAN_FREE_TAG
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from isolde.executor.driver_write import _write_parquet
+from isolde.executor.rows.driver_write import _write_parquet
 from isolde.executor.log.stats import file_stats_and_tags
 
 FLOATS = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True, width=64))

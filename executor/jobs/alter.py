@@ -39,12 +39,12 @@ from isolde.errors import (
     InvalidPropertyError,
     UnsupportedFeatureError,
 )
-from isolde.executor import properties as P
-from isolde.executor import schema as S
-from isolde.executor import variant
-from isolde.executor.jobs import executes
-from isolde.executor.log.actions import DomainMetadata
-from isolde.executor.results import CommitResult, PreparedWrite, QueryResult
+from ..catalog import properties as P
+from ..catalog import schema as S
+from ..catalog import variant
+from . import executes
+from ..log.actions import DomainMetadata
+from ..session.results import CommitResult, PreparedWrite, QueryResult
 from isolde.grammar import ast
 
 LOWER_HWM_CONF = "spark.databricks.delta.identity.allowSyncIdentityToLowerHighWaterMark.enabled"
@@ -139,7 +139,7 @@ def _name_mapping_upgrade(metadata, configuration: dict, new: dict) -> dict:
     current = next((str(v).lower() for k, v in configuration.items() if k.lower() == _MAPPING_MODE), "none")
     if wanted != "name" or current != "none":
         return {}
-    from isolde.executor.jobs.reorg_uniform import upgrade_to_name_mapping
+    from .reorg_uniform import upgrade_to_name_mapping
 
     nested = any(str(v).lower() == "true" for k, v in configuration.items() if k.lower() == "delta.enableicebergcompatv2")
     struct = upgrade_to_name_mapping(S.metadata_schema(metadata), configuration, nested_ids=nested)
@@ -310,7 +310,7 @@ def add_constraint(ctx, stmt: ast.AddConstraint):
     _check_expression(stmt, struct, handle.name)
     expr = stmt.check.sql.strip()
     txn.read_whole_table()
-    from isolde.executor.scan import scan
+    from ..rows.scan import scan
 
     df = scan(ctx, snap, handle.path)
     try:
@@ -416,7 +416,7 @@ def sync_identity(ctx, stmt: ast.SyncIdentity):
     txn.read_whole_table()
     from pyspark.sql import functions as F
 
-    from isolde.executor.scan import scan
+    from ..rows.scan import scan
 
     df = scan(ctx, snap, handle.path)
     agg = (F.max if step > 0 else F.min)(S.column(f.name)).alias("v")
@@ -476,7 +476,7 @@ def alter_column_type(ctx, stmt: ast.AlterColumnType):
     """Widen a column's (or nested field's, array element's, map key's / value's) type, as Delta's
     ALTER TABLE CHANGE COLUMN does with type widening: no data is rewritten, older files keep the
     narrower type and readers widen them; the change is recorded in ``delta.typeChanges``."""
-    from isolde.executor.log import type_widening as TW
+    from ..log import type_widening as TW
 
     handle, txn, snap = _begin(ctx, stmt.table)
     schema = snap.metadata.schema

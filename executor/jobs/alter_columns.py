@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 
 from isolde.errors import AnalysisError, ColumnNotFoundError
-from isolde.executor import properties as P
-from isolde.executor.catalog import check_identifier
-from isolde.executor import schema as S
-from isolde.executor.jobs import executes
-from isolde.executor.jobs.alter import _begin, _dependents, _noop, _prepared
-from isolde.executor.log.type_widening import resolve
+from ..catalog import properties as P
+from ..catalog.warehouse import check_identifier
+from ..catalog import schema as S
+from . import executes
+from .alter import _begin, _dependents, _noop, _prepared
+from ..log.type_widening import resolve
 from isolde.grammar import ast
 
 

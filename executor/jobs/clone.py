@@ -28,12 +28,12 @@ import time
 import uuid
 
 from isolde.errors import AnalysisError, TableAlreadyExistsError
-from isolde.executor import properties as P
-from isolde.executor.catalog import foreign_entries
-from isolde.executor.jobs import executes
-from isolde.executor.log.actions import DeletionVectorDescriptor, DomainMetadata, Metadata
-from isolde.executor.log.deletion_vectors import dv_file_path, z85_encode
-from isolde.executor.results import CommitResult, PreparedWrite, QueryResult
+from ..catalog import properties as P
+from ..catalog.warehouse import foreign_entries
+from . import executes
+from ..log.actions import DeletionVectorDescriptor, DomainMetadata, Metadata
+from ..log.deletion_vectors import dv_file_path, z85_encode
+from ..session.results import CommitResult, PreparedWrite, QueryResult
 from isolde.grammar import ast
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from isolde.executor import schema as S
+from ..catalog import schema as S
 
 #: sampled rows per group: about 30 per range of 1,023, and 375 per file of 80
 SAMPLE_ROWS = 30_000
@@ -51,7 +51,7 @@ def with_stable_row_ids(df, files: Sequence, keys: Sequence[str], hidden: tuple[
     ``defaultRowCommitVersion`` (PROTOCOL.md's stable values, now kept in the file)."""
     from pyspark.sql import functions as F
 
-    from isolde.executor.scan import ROW_COL, file_value
+    from ..rows.scan import ROW_COL, file_value
 
     row_id, version = hidden
     bases = [int(f.base_row_id) if f.base_row_id is not None else -1 for f in files]
@@ -70,7 +70,7 @@ def curve_ordered(df, columns: Sequence[str], out_columns: Sequence[str], *, cur
     import numpy as np
     from pyspark.sql import functions as F
 
-    from isolde.executor.jobs import curve_keys, curves
+    from . import curve_keys, curves
 
     fraction = min(1.0, SAMPLE_ROWS / max(1, live_rows))
     sample = df.select(*[S.column(c) for c in columns])

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from isolde.executor.jobs import executes
-from isolde.executor.results import QueryResult
+from . import executes
+from ..session.results import QueryResult
 from isolde.grammar import ast
 
 

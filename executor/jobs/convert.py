@@ -32,11 +32,11 @@ import pyarrow.parquet as pq
 from pyspark.sql import types as T
 
 from isolde.errors import AnalysisError, ExecutionError
-from isolde.executor import properties as P
-from isolde.executor import schema as S
-from isolde.executor.jobs import executes
-from isolde.executor.log.actions import AddFile, Metadata, Protocol
-from isolde.executor.results import CommitResult, PreparedWrite, QueryResult
+from ..catalog import properties as P
+from ..catalog import schema as S
+from . import executes
+from ..log.actions import AddFile, Metadata, Protocol
+from ..session.results import CommitResult, PreparedWrite, QueryResult
 from isolde.grammar import ast
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -196,7 +196,7 @@ def build_conversion(table_path: str, partition_defs, no_statistics: bool = Fals
     adds = []
     total = 0
     types = {f.name: f.dataType for f in part_fields}
-    from isolde.executor.log.stats import stats_from_metadata
+    from ..log.stats import stats_from_metadata
 
     for rel, values in files:
         full = os.path.join(root, rel)
@@ -221,7 +221,7 @@ def run(ctx, stmt: ast.ConvertToDelta):
         raise AnalysisError(
             f"CONVERT TO DELTA {ref.name}: isolde converts Parquet folders by path only; use "
             "CONVERT TO DELTA parquet.`/path/to/folder`.", error_class="DELTA_CONVERSION_UNSUPPORTED_TABLE")
-    from isolde.executor.catalog import local_location
+    from ..catalog.warehouse import local_location
 
     # parquet.`path` is an explicit path (a relative one is the working directory's, as in Delta);
     # only delta.`...` table references must be absolute
@@ -233,7 +233,7 @@ def run(ctx, stmt: ast.ConvertToDelta):
     defaults = {}
     if callable(getattr(ctx, "table_defaults", None)):
         try:  # the same defaults CREATE TABLE applies (isolde enables deletion vectors on new tables)
-            from isolde.executor.jobs.ddl import ISOLDE_DEFAULTS
+            from .ddl import ISOLDE_DEFAULTS
 
             defaults.update(ISOLDE_DEFAULTS)
         except ImportError:  # pragma: no cover

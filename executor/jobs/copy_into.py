@@ -72,13 +72,13 @@ from typing import Optional
 from pyspark.sql import types as T
 
 from isolde.errors import AnalysisError, TableNotFoundError, did_you_mean
-from isolde.executor import dml
-from isolde.executor import properties as P
-from isolde.executor import schema as S
-from isolde.executor.jobs import executes
-from isolde.executor.log.actions import DomainMetadata
-from isolde.executor.results import CommitResult, PreparedWrite
-from isolde.executor.writer import can_store, conform, identity_metadata_update, remove_written, write_files
+from ..rows import dml
+from ..catalog import properties as P
+from ..catalog import schema as S
+from . import executes
+from ..log.actions import DomainMetadata
+from ..session.results import CommitResult, PreparedWrite
+from ..rows.writer import can_store, conform, identity_metadata_update, remove_written, write_files
 from isolde.grammar import ast
 
 OPERATION = "COPY INTO"
@@ -171,7 +171,7 @@ class CopyIntoResult(CommitResult):
         return 1
 
     def show(self, n: int = 20, truncate=True, vertical: bool = False) -> None:
-        from isolde.executor.results import show_string
+        from ..session.results import show_string
 
         print(show_string(self.columns, self.rows, n, truncate, vertical))
 
@@ -445,7 +445,7 @@ def _reader(ctx, fmt: str, options: dict, schema=None):
 
 
 def _load(ctx, fmt: str, options: dict, paths: list[str], schema=None):
-    from isolde.executor.session import translate_exception
+    from ..session.session import translate_exception
 
     try:
         return _reader(ctx, fmt, options, schema).load(paths)
@@ -564,7 +564,7 @@ def _select_df(ctx, stmt: ast.CopyInto, fmt: str, options: dict, paths: list[str
     """The SELECT form's DataFrame: the query over the files (its FROM a private temp view)."""
     import sqlglot.expressions as exp
 
-    from isolde.executor.jobs.query import bind_query
+    from .query import bind_query
 
     src = _source_view_df(ctx, fmt, options, paths)
     if "_metadata" in stmt.select.sql.lower() and "_metadata" not in [c.lower() for c in src.columns]:
@@ -601,7 +601,7 @@ def _read_error(ctx, e: Exception) -> Exception:
     """The isolde error of a failed load; a file Spark could not read is named with the reason
     (Spark's FAILED_READ_FILE names only the file; the malformed record and value are causes)."""
     from isolde.errors import IsoldeError
-    from isolde.executor.session import translate_exception
+    from ..session.session import translate_exception
 
     err = e if isinstance(e, IsoldeError) else translate_exception(e, ctx)
     if not isinstance(err, IsoldeError) or not str(err.error_class or "").startswith("FAILED_READ_FILE"):

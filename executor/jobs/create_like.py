@@ -29,13 +29,13 @@ import json
 from pyspark.sql import types as T
 
 from isolde.errors import AnalysisError, TableAlreadyExistsError
-from isolde.executor import properties as P
-from isolde.executor import schema as S
-from isolde.executor import views
-from isolde.executor.catalog import foreign_entries, has_commits
-from isolde.executor.jobs import executes
-from isolde.executor.jobs.ddl import build_protocol, table_properties, with_column_mapping
-from isolde.executor.results import CommitResult, PreparedWrite, QueryResult
+from ..catalog import properties as P
+from ..catalog import schema as S
+from ..catalog import views
+from ..catalog.warehouse import foreign_entries, has_commits
+from . import executes
+from .ddl import build_protocol, table_properties, with_column_mapping
+from ..session.results import CommitResult, PreparedWrite, QueryResult
 from isolde.grammar import ast
 
 #: configuration keys the engine assigns to each table (never inherited)
@@ -82,7 +82,7 @@ def _view_struct(view: views.ViewDefinition) -> T.StructType:
 
 @executes(ast.CreateTableLike)
 def run_create_table_like(ctx, stmt: ast.CreateTableLike):
-    from isolde.executor.log.actions import DomainMetadata, Metadata
+    from ..log.actions import DomainMetadata, Metadata
 
     if stmt.using is not None and stmt.using.lower() != "delta":
         raise AnalysisError(f"isolde creates Delta tables only (USING {stmt.using} is not supported).",

@@ -21,7 +21,7 @@ import functools
 
 import numpy as np
 
-from isolde.executor import schema as S
+from ..catalog import schema as S
 
 #: clustering takes at most this many columns through the Hilbert table (4 in Delta)
 MAX_HILBERT_DIMS = 5

@@ -6,8 +6,8 @@ import fnmatch
 import os
 
 from isolde.errors import AnalysisError
-from isolde.executor.jobs import executes
-from isolde.executor.results import QueryResult
+from . import executes
+from ..session.results import QueryResult
 from isolde.grammar import ast
 
 
@@ -51,7 +51,7 @@ def run_show_tables(ctx, stmt: ast.ShowTables) -> QueryResult:
     """Spark's SHOW TABLES: columns ``namespace``, ``tableName``, ``isTemporary``; the database's
     tables and persistent views sorted by name, then the session's temporary views (namespace
     '', isTemporary true; Spark lists them whatever database is shown)."""
-    from isolde.executor.views import list_views
+    from ..catalog.views import list_views
 
     database = (stmt.database or ctx.current_database).lower()
     persistent = [(database, n, False) for n in ctx.catalog.list_tables(database)]

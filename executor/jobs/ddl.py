@@ -25,11 +25,11 @@ import os
 from pyspark.sql import types as T
 
 from isolde.errors import AnalysisError, InvalidPropertyError, TableAlreadyExistsError, TableNotFoundError
-from isolde.executor import schema as S
-from isolde.executor import variant
-from isolde.executor.catalog import check_identifier, foreign_entries, has_commits
-from isolde.executor.jobs import executes
-from isolde.executor.results import CommitResult, PreparedWrite, QueryResult
+from ..catalog import schema as S
+from ..catalog import variant
+from ..catalog.warehouse import check_identifier, foreign_entries, has_commits
+from . import executes
+from ..session.results import CommitResult, PreparedWrite, QueryResult
 from isolde.grammar import ast
 from isolde.grammar.dialect import DIALECT
 from isolde.planner.resolve import resolve_column
@@ -51,7 +51,7 @@ def with_column_mapping(struct, config: dict):
 
 def table_properties(ctx, properties, existing: dict | None = None) -> tuple[dict, int, int]:
     """(validated configuration, min reader floor, min writer floor) of a new table."""
-    from isolde.executor.log.features import validate_table_properties
+    from ..log.features import validate_table_properties
 
     config: dict = {}
     config.update(ISOLDE_DEFAULTS)
@@ -126,7 +126,7 @@ def _version(value: str, key: str) -> int:
 
 
 def build_protocol(struct, config, clustering: bool, min_reader: int = 0, min_writer: int = 0):
-    from isolde.executor.log.actions import Protocol
+    from ..log.actions import Protocol
 
     reader, writer, rf, wf = S.protocol_for(struct, config, clustering, max(min_reader, 1), max(min_writer, 2))
     return Protocol(reader, writer, rf, wf)
@@ -163,7 +163,7 @@ def _operation(stmt: ast.CreateTable, replacing: bool) -> str:
 
 @executes(ast.CreateTable)
 def run_create_table(ctx, stmt: ast.CreateTable):
-    from isolde.executor.log.actions import DomainMetadata, Metadata
+    from ..log.actions import DomainMetadata, Metadata
 
     if stmt.using is not None and stmt.using.lower() != "delta":
         raise AnalysisError(f"isolde creates Delta tables only (USING {stmt.using} is not supported).",
@@ -205,7 +205,7 @@ def run_create_table(ctx, stmt: ast.CreateTable):
     df = None
     bound = None
     if stmt.query is not None:
-        from isolde.executor.jobs.query import bind_query
+        from .query import bind_query
 
         bound = bind_query(ctx, stmt.query)
         df = bound.df
@@ -249,7 +249,7 @@ def run_create_table(ctx, stmt: ast.CreateTable):
         # follows rows through OPTIMIZE's re-clustering instead of failing one side
         config["delta.enableRowTracking"] = "true"
     if S.iceberg_compat_v2(config):
-        from isolde.executor.jobs.reorg_uniform import check_types
+        from .reorg_uniform import check_types
 
         check_types(struct, partition_cols, handle.name)  # IcebergCompatV2's type allow-list
     struct = with_column_mapping(struct, config)
@@ -285,7 +285,7 @@ def run_create_table(ctx, stmt: ast.CreateTable):
     written = None
     staged = []
     if df is not None:
-        from isolde.executor.writer import conform, identity_metadata_update, write_files
+        from ..rows.writer import conform, identity_metadata_update, write_files
 
         conformed = conform(df, struct, table_name=handle.name, configuration=config)
         written = write_files(ctx, conformed, handle.path, metadata)

@@ -1,10 +1,10 @@
-"""DELETE FROM t [AS a] [WHERE cond]: copy-on-write or deletion vectors (executor/dml.py decides
+"""DELETE FROM t [AS a] [WHERE cond]: copy-on-write or deletion vectors (executor/rows/dml.py decides
 per file); conflict scope from the planner (planner/scope.py), recorded through the transaction."""
 
 from __future__ import annotations
 
-from isolde.executor.dml import run_update_delete
-from isolde.executor.jobs import executes
+from ..rows.dml import run_update_delete
+from . import executes
 from isolde.grammar import ast
 
 

@@ -24,9 +24,9 @@ import json
 
 from pyspark.sql import types as T
 
-from isolde.executor import properties as P
-from isolde.executor.jobs import executes
-from isolde.executor.results import QueryResult
+from ..catalog import properties as P
+from . import executes
+from ..session.results import QueryResult
 from isolde.grammar import ast
 
 HISTORY_COLUMNS = ["version", "timestamp", "userName", "operation", "operationParameters", "readVersion",
@@ -125,7 +125,7 @@ def universal_formats(configuration: dict) -> list[str]:
 
 def effective_row_level(snap) -> tuple[str, str]:
     """How this table's writers' conflicts are checked: ("row" | "file", why)."""
-    from isolde.executor.log.features import row_level_mode, writer_features
+    from ..log.features import row_level_mode, writer_features
 
     meta = snap.metadata
     mode = row_level_mode(meta)
@@ -156,7 +156,7 @@ def _identity_text(meta: dict) -> str:
 
 @executes(ast.DescribeTable)
 def describe_table(ctx, stmt: ast.DescribeTable) -> QueryResult:
-    from isolde.executor import views
+    from ..catalog import views
 
     view = views.lookup(ctx, stmt.table)
     if view is not None:
@@ -261,7 +261,7 @@ def _all_properties(snap) -> list[tuple[str, str]]:
     if proto.min_writer_version >= 7:
         for feature in sorted(set(proto.writer_features or ()) | set(proto.reader_features or ())):
             out[f"delta.feature.{feature}"] = "supported"
-    from isolde.executor.log.features import ROW_LEVEL_PROPERTY, row_level_mode
+    from ..log.features import ROW_LEVEL_PROPERTY, row_level_mode
 
     out.setdefault(ROW_LEVEL_PROPERTY, row_level_mode(meta))
     level, why = effective_row_level(snap)

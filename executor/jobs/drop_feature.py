@@ -31,11 +31,11 @@ import datetime as dt
 import os
 
 from isolde.errors import AnalysisError, ExecutionError, UnsupportedFeatureError
-from isolde.executor import properties as P
-from isolde.executor import schema as S
-from isolde.executor.jobs import executes
-from isolde.executor.jobs.alter import _begin, _prepared
-from isolde.executor.log import features as F
+from ..catalog import properties as P
+from ..catalog import schema as S
+from . import executes
+from .alter import _begin, _prepared
+from ..log import features as F
 from isolde.grammar import ast
 
 PROTECTION = "checkpointProtection"
@@ -143,7 +143,7 @@ def _pre_downgrade(ctx, stmt, name: str) -> bool:
         handle.log.checkpoint(version, cleanup=False)  # a classic checkpoint readers without v2 can start from
         did = True
     if name == "deletionVectors" and any(a.deletion_vector is not None for a in snap.all_files):
-        from isolde.executor.jobs.optimize import run_reorg
+        from .optimize import run_reorg
 
         out = run_reorg(ctx, ast.Reorg(table=stmt.table, purge=True))
         if hasattr(out, "commit"):
@@ -184,7 +184,7 @@ def _needs_rewrite(schema, changes) -> bool:
 
 def _widened_columns(snap) -> list:
     """(physical top-level column, the table's type: a primitive name, or None when nested)."""
-    from isolde.executor.log import type_widening as TW
+    from ..log import type_widening as TW
 
     fields = {f["name"]: f for f in snap.metadata.schema.get("fields", [])}
     out = []
@@ -202,9 +202,9 @@ def _rewrite_narrow_files(ctx, handle) -> bool:
     false, operation REORG), so no reader needs to widen anything."""
     import pyarrow.parquet as pq
 
-    from isolde.executor.jobs import optimize as O
-    from isolde.executor.txn import row_tracking
-    from isolde.executor.txn.row_level import TableFiles
+    from . import optimize as O
+    from ..txn import row_tracking
+    from ..txn.row_level import TableFiles
 
     txn = ctx.start_transaction(handle.log)
     snap = txn.snapshot
@@ -229,7 +229,7 @@ def _rewrite_narrow_files(ctx, handle) -> bool:
 def _forget_type_changes(ctx, stmt) -> bool:
     """Once no file holds an old type, the schema's ``delta.typeChanges`` records go (a metadata
     commit), which is what lets the feature leave."""
-    from isolde.executor.log import type_widening as TW
+    from ..log import type_widening as TW
 
     handle, txn, snap = _begin(ctx, stmt.table)
     if not TW.has_type_changes(snap.metadata.schema):
@@ -257,7 +257,7 @@ def _forget_type_changes(ctx, stmt) -> bool:
 
 def _uses_feature(action, name: str) -> bool:
     """Whether one log action is a trace of ``name`` (Delta's ``actionUsesFeature``)."""
-    from isolde.executor.log.actions import AddFile, Metadata, RemoveFile
+    from ..log.actions import AddFile, Metadata, RemoveFile
 
     if name == "deletionVectors":
         if isinstance(action, (AddFile, RemoveFile)):
@@ -299,7 +299,7 @@ def _truncate_for_drop(handle, snap, name: str) -> None:
         if first_kept <= barrier:  # history before the barrier must go in one go, and it is still young
             raise _wait_error(handle, name, retention, barrier, log)
     elif name == "v2Checkpoint":  # its traces are checkpoint files, not commits
-        from isolde.executor.log.checkpoint import is_v2_checkpoint_name
+        from ..log.checkpoint import is_v2_checkpoint_name
 
         traces = sorted(int(n[:20]) for n in os.listdir(log.log_path)
                         if is_v2_checkpoint_name(n) and int(n[:20]) >= first_kept - 1)

@@ -24,15 +24,15 @@ import sqlglot.expressions as exp
 from pyspark.sql import functions as F
 
 from isolde.errors import AnalysisError, TableNotFoundError
-from isolde.executor import cdf, dml
-from isolde.executor import schema as S
-from isolde.executor.jobs import executes
-from isolde.executor.jobs.query import bind_query
-from isolde.executor.results import DmlResult, PreparedWrite
-from isolde.executor.scan import scan
-from isolde.executor.table_binding import handle_travels, location_key, pin
-from isolde.executor.target_reads import dataframe_reads, statement_reads_target
-from isolde.executor.writer import SEP, VIOLATION_MARK, conform, identity_metadata_update, write_files
+from ..rows import cdf, dml
+from ..catalog import schema as S
+from . import executes
+from .query import bind_query
+from ..session.results import DmlResult, PreparedWrite
+from ..rows.scan import scan
+from ..catalog.table_binding import handle_travels, location_key, pin
+from ..rows.target_reads import dataframe_reads, statement_reads_target
+from ..rows.writer import SEP, VIOLATION_MARK, conform, identity_metadata_update, write_files
 from isolde.grammar import ast
 from isolde.grammar.dialect import DIALECT
 from isolde.grammar.slots import construct
@@ -56,7 +56,7 @@ def _with_defaults(stmt: ast.Insert, struct) -> ast.Query:
     default expression (NULL without one), the column found by position as the write maps
     VALUES onto the table (the column list, else every column not given by PARTITION, or every
     column that is not generated when that is how many there are)."""
-    from isolde.executor import store_assignment as SA
+    from ..rows import store_assignment as SA
 
     tree = stmt.source.tree
     if not isinstance(tree, exp.Values) or not any(SA.is_default_keyword(v) for row in tree.expressions

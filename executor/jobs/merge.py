@@ -19,7 +19,7 @@ Plan (all Spark work happens before the commit; the commit only writes the log):
    skipped when the source's key tuples are unique; and which source rows matched.
 4. Pass 2: rows of the touched files joined again with the source -> new values and actions;
    source rows that matched nothing (an anti join on the source row ids from pass 1, no
-   second look at the target) -> inserted rows; executor/dml.py writes them (rewrite or
+   second look at the target) -> inserted rows; executor/rows/dml.py writes them (rewrite or
    deletion vector per file, a touched partition per job when no row moves). A source too big
    to broadcast whose matches touch every candidate takes one full outer join instead.
 
@@ -47,20 +47,20 @@ from pyspark.sql import types as T
 from pyspark.sql.window import Window
 
 from isolde.errors import AnalysisError, ColumnNotFoundError, MergeCardinalityError, TableNotFoundError
-from isolde.executor import bounded_rows, cdf, dml, few_rows, id_sets, inline_source
-from isolde.executor.driver_write import COUNTED_ROWS
-from isolde.executor import properties as P
-from isolde.executor import schema as S
-from isolde.executor import store_assignment as SA
-from isolde.executor.dml import ACTION_COL, DELETE, INSERT, KEEP, UPDATE, q
-from isolde.executor.jobs import executes
-from isolde.executor.phases import phase
-from isolde.executor.stable_row_ids import kept_row_id_column, stable_row_id
-from isolde.executor.spark import without_adaptive
-from isolde.executor.scan import FILE_COL, ROW_COL, scan
-from isolde.executor.target_key_filter import target_key_filter
-from isolde.executor.table_binding import pin, table_source
-from isolde.executor.target_reads import statement_reads_target
+from ..rows import bounded_rows, cdf, dml, few_rows, id_sets, inline_source
+from ..rows.driver_write import COUNTED_ROWS
+from ..catalog import properties as P
+from ..catalog import schema as S
+from ..rows import store_assignment as SA
+from ..rows.dml import ACTION_COL, DELETE, INSERT, KEEP, UPDATE, q
+from . import executes
+from ..runtime.phases import phase
+from ..rows.stable_row_ids import kept_row_id_column, stable_row_id
+from ..runtime.spark import without_adaptive
+from ..rows.scan import FILE_COL, ROW_COL, scan
+from ..rows.target_key_filter import target_key_filter
+from ..catalog.table_binding import pin, table_source
+from ..rows.target_reads import statement_reads_target
 from isolde.grammar import ast
 
 SRC_FLAG = "__isolde_src"
@@ -80,7 +80,7 @@ _bound = dml.bound_sql
 
 def _source_df(ctx, stmt: ast.Merge, target, views):
     """The source's rows: a table (at the version it names, the target at the transaction's
-    snapshot: executor/table_binding.py), a Spark temp view, or a query."""
+    snapshot: executor/catalog/table_binding.py), a Spark temp view, or a query."""
     src = stmt.source
     if isinstance(src, ast.TableRef):
         try:
@@ -443,7 +443,7 @@ class _Pairs:
 
     @classmethod
     def built_in_spark(cls, pass1_rows) -> "_Pairs":
-        from isolde.executor import row_bitmaps
+        from ..rows import row_bitmaps
 
         pairs = pass1_rows.select(F.explode(F.array(
             F.struct(F.lit(0).alias("k"), F.col(FILE_COL).alias("f"), F.col(CLAUSE).cast("int").alias("cl"),
@@ -455,7 +455,7 @@ class _Pairs:
     @classmethod
     def of_table(cls, table) -> "_Pairs":
         """The same from pass 1's rows collected to the driver (``few_rows``)."""
-        from isolde.executor import row_bitmaps
+        from ..rows import row_bitmaps
 
         n = table.num_rows
         target = pa.table({"k": pa.array([0] * n, pa.int8()), "f": table.column(FILE_COL).cast(pa.string()),
@@ -517,7 +517,7 @@ def _clause_case(indexed) -> str:
 def run(ctx, stmt: ast.Merge):
     from isolde.planner.scope import conflict_scope, merge_join_keys
 
-    from isolde.executor.live_rows_first import retried
+    from ..rows.live_rows_first import retried
 
     started = time.time()
     spark = ctx.spark

@@ -40,17 +40,17 @@ import warnings
 import sqlglot.expressions as exp
 
 from isolde.errors import AnalysisError, UnsupportedFeatureError, did_you_mean
-from isolde.executor import properties as P
-from isolde.executor import schema as S
-from isolde.executor.jobs import executes
-from isolde.executor.log.actions import now_ms
-from isolde.executor.results import CommitResult, OptimizeResult, PreparedWrite
-from isolde.executor.jobs.clustered_rewrite import HILBERT, ZORDER
-from isolde.executor.txn import row_tracking
-from isolde.executor.txn.compaction import LAYOUT_TAG, layout_tag
-from isolde.executor.txn.predicates import Predicate
-from isolde.executor.txn.row_id_layout import STABLE_IDS_TAG
-from isolde.executor.txn.row_level import TableFiles
+from ..catalog import properties as P
+from ..catalog import schema as S
+from . import executes
+from ..log.actions import now_ms
+from ..session.results import CommitResult, OptimizeResult, PreparedWrite
+from .clustered_rewrite import HILBERT, ZORDER
+from ..txn import row_tracking
+from ..txn.compaction import LAYOUT_TAG, layout_tag
+from ..txn.predicates import Predicate
+from ..txn.row_id_layout import STABLE_IDS_TAG
+from ..txn.row_level import TableFiles
 from isolde.grammar import ast
 
 DEFAULT_TARGET_BYTES = 1 << 30
@@ -199,8 +199,8 @@ def _bin_pack_groups(ctx, handle, snap, bins, hidden):
     order), so the sort needs no per-row lookup."""
     from pyspark.sql import functions as F
 
-    from isolde.executor.jobs.clustered_rewrite import with_stable_row_ids
-    from isolde.executor.scan import FILE_KEY_COL, ROW_COL, file_keys, scan
+    from .clustered_rewrite import with_stable_row_ids
+    from ..rows.scan import FILE_KEY_COL, ROW_COL, file_keys, scan
 
     columns = [f.name for f in S.metadata_schema(snap.metadata).fields] + list(hidden)
     keys = dict(zip((f.path for b in bins for f in b), file_keys(ctx, handle.path, [f for b in bins for f in b])))
@@ -220,8 +220,8 @@ def _bin_pack_groups(ctx, handle, snap, bins, hidden):
 
 def _curve_groups(ctx, handle, snap, groups, columns, target, hidden, curve):
     """One group per list of input files: their rows in curve order (clustered_rewrite.py)."""
-    from isolde.executor.jobs.clustered_rewrite import curve_ordered, num_output_files, with_stable_row_ids
-    from isolde.executor.scan import file_keys, scan
+    from .clustered_rewrite import curve_ordered, num_output_files, with_stable_row_ids
+    from ..rows.scan import file_keys, scan
 
     out_columns = [f.name for f in S.metadata_schema(snap.metadata).fields] + list(hidden)
     files_obj = TableFiles(handle.path, snap.metadata)
@@ -287,7 +287,7 @@ def _rewrite(ctx, handle, txn, snap, *, where_sql, bins, groups, tag, operation,
              considered: int = 0, layout: str = "bin-pack", columns=()):
     """Write the groups, tag the outputs, and return the PreparedWrite that commits
     inputs-removed / outputs-added, all dataChange=false."""
-    from isolde.executor.writer import write_partition_groups
+    from ..rows.writer import write_partition_groups
 
     inputs = [f for b in bins for f in b]
     txn.record_read(None, where_sql, files=inputs)  # exactly the files it rewrites
@@ -501,7 +501,7 @@ def run_optimize(ctx, stmt: ast.Optimize):
 @executes(ast.Reorg)
 def run_reorg(ctx, stmt: ast.Reorg):
     if not stmt.purge:
-        from isolde.executor.jobs.reorg_uniform import run_upgrade_uniform
+        from .reorg_uniform import run_upgrade_uniform
 
         return run_upgrade_uniform(ctx, stmt)
     return _compact(ctx, stmt, *_start(ctx, stmt, "REORG TABLE"), purge=True)

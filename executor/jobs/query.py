@@ -20,10 +20,10 @@ from typing import Optional
 import sqlglot.expressions as exp
 
 from isolde.errors import AnalysisError
-from isolde.executor.jobs import executes
-from isolde.executor.results import QueryResult
-from isolde.executor.table_binding import bind_tables
-from isolde.executor.target_reads import statement_reads_target
+from . import executes
+from ..session.results import QueryResult
+from ..catalog.table_binding import bind_tables
+from ..rows.target_reads import statement_reads_target
 from isolde.grammar import ast
 from isolde.grammar.dialect import DIALECT, sql as render_sql
 
@@ -55,7 +55,7 @@ def _tree_of(query) -> exp.Expression:
 
 def bind_query(ctx, query, pinned: Optional[dict] = None, prune: bool = True) -> BoundQuery:
     """The query as a DataFrame, every table reference bound to its snapshot
-    (executor/table_binding.py; ``pinned``: a write's target at its transaction's snapshot)."""
+    (executor/catalog/table_binding.py; ``pinned``: a write's target at its transaction's snapshot)."""
     spark = ctx.spark
     tag = uuid.uuid4().hex[:10]
     views: list[str] = []
@@ -85,7 +85,7 @@ class SparkQueryResult(QueryResult):
     @property
     def rows(self) -> list[tuple]:
         if self._rows is None:
-            from isolde.executor.session import translate_errors
+            from ..session.session import translate_errors
 
             self._rows = translate_errors(lambda: [tuple(r) for r in self.df.collect()])
         return self._rows
@@ -160,8 +160,8 @@ def explain_statement(ctx, stmt, mode: Optional[str] = None) -> str:
 
 def _dml_reads(ctx, stmt, table: ast.TableRef) -> list[str]:
     """The tables UPDATE / DELETE / MERGE read besides the target, each with the version read."""
-    from isolde.executor.table_binding import describe_references, pin
-    from isolde.executor.target_reads import statement_parts
+    from ..catalog.table_binding import describe_references, pin
+    from ..rows.target_reads import statement_parts
 
     try:
         handle = ctx.resolve(table)
@@ -174,7 +174,7 @@ def _dml_reads(ctx, stmt, table: ast.TableRef) -> list[str]:
 
 def _dml_mode(ctx, table: ast.TableRef) -> str:
     """How UPDATE / DELETE / MERGE will write (the flag dml.choose_mode follows)."""
-    from isolde.executor.txn.statement_scope import scope_flags
+    from ..txn.statement_scope import scope_flags
 
     try:
         dv = scope_flags(ctx.snapshot(ctx.resolve(table)))["deletion_vectors"]
@@ -185,7 +185,7 @@ def _dml_mode(ctx, table: ast.TableRef) -> str:
 
 
 def _insert_mode(ctx, stmt: ast.Insert) -> str:
-    from isolde.executor.jobs.insert import insert_reads_target
+    from .insert import insert_reads_target
 
     if stmt.replace_where is not None:
         return f"REPLACE WHERE {stmt.replace_where.sql} (reads the rows it replaces)"
@@ -204,7 +204,7 @@ def _conflict_scope(ctx, stmt) -> Optional[str]:
         from isolde.planner.scope import conflict_scope
     except Exception:
         return None
-    from isolde.executor import schema as S
+    from ..catalog import schema as S
 
     table = getattr(stmt, "table", None) or getattr(stmt, "target", None)
     if not isinstance(table, ast.TableRef):
@@ -213,7 +213,7 @@ def _conflict_scope(ctx, stmt) -> Optional[str]:
         handle = ctx.resolve(table)
         snap = ctx.snapshot(handle)
         struct = S.metadata_schema(snap.metadata)
-        from isolde.executor.txn.statement_scope import scope_flags
+        from ..txn.statement_scope import scope_flags
 
         result = conflict_scope(stmt, [(f.name, f.dataType) for f in struct.fields],
                                 S.partition_columns(snap.metadata), **scope_flags(snap),

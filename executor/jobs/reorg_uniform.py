@@ -25,11 +25,11 @@ import time
 from pyspark.sql import types as T
 
 from isolde.errors import UnsupportedFeatureError
-from isolde.executor import properties as P
-from isolde.executor import schema as S
-from isolde.executor.results import CommitResult, PreparedWrite
-from isolde.executor.txn import row_tracking
-from isolde.executor.txn.row_level import TableFiles
+from ..catalog import properties as P
+from ..catalog import schema as S
+from ..session.results import CommitResult, PreparedWrite
+from ..txn import row_tracking
+from ..txn.row_level import TableFiles
 
 ICEBERG_COMPAT_TAG = "ICEBERG_COMPAT_VERSION"
 ENABLED_FORMATS = "delta.universalFormat.enabledFormats"
@@ -102,7 +102,7 @@ def check_types(struct: T.StructType, partition_columns, table: str) -> None:
 
 def _bins(files, target: int) -> list[list]:
     """Files lacking the compat tag, bin-packed per partition (every such file is rewritten)."""
-    from isolde.executor.jobs.optimize import pack_by_partition
+    from .optimize import pack_by_partition
 
     return pack_by_partition([f for f in files if (f.tags or {}).get(ICEBERG_COMPAT_TAG) != "2"
                               or f.deletion_vector is not None], target)
@@ -133,7 +133,7 @@ def _step1_properties(ctx, handle):
 
 
 def _step2_rewrite(ctx, handle):
-    from isolde.executor.jobs import optimize as O
+    from . import optimize as O
 
     txn = ctx.start_transaction(handle.log)
     snap = txn.snapshot

@@ -15,14 +15,14 @@ Delta's error class.
 from __future__ import annotations
 
 from isolde.errors import AnalysisError, ExecutionError
-from isolde.executor.jobs import executes
-from isolde.executor.results import QueryResult
+from . import executes
+from ..session.results import QueryResult
 from isolde.grammar import ast
 
 
 @executes(ast.RepairTable)
 def repair_table(ctx, stmt: ast.RepairTable):
-    from isolde.executor.log import uniform
+    from ..log import uniform
 
     handle = ctx.resolve(stmt.table)
     if not stmt.sync_metadata:

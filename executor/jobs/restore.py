@@ -25,11 +25,11 @@ import time
 from dataclasses import dataclass
 
 from isolde.errors import AnalysisError, ExecutionError, VersionNotFoundError
-from isolde.executor import properties as P
-from isolde.executor.jobs import executes
-from isolde.executor.log.actions import DomainMetadata, now_ms
-from isolde.executor.log.deletion_vectors import dv_file_path
-from isolde.executor.results import CommitResult, PreparedWrite
+from ..catalog import properties as P
+from . import executes
+from ..log.actions import DomainMetadata, now_ms
+from ..log.deletion_vectors import dv_file_path
+from ..session.results import CommitResult, PreparedWrite
 from isolde.grammar import ast
 
 

@@ -38,12 +38,12 @@ from typing import Optional
 from pyspark.sql import types as T
 
 from isolde.errors import AnalysisError, TableNotFoundError
-from isolde.executor import properties as P
-from isolde.executor import schema as S
-from isolde.executor import views
-from isolde.executor.jobs import executes
-from isolde.executor.jobs.database import _like
-from isolde.executor.results import QueryResult
+from ..catalog import properties as P
+from ..catalog import schema as S
+from ..catalog import views
+from . import executes
+from .database import _like
+from ..session.results import QueryResult
 from isolde.grammar import ast
 
 #: configuration keys the engine assigns to a table; a re-created table gets its own

@@ -24,10 +24,10 @@ from pyspark.sql import DataFrame, functions as F
 from pyspark.sql import types as T
 
 from isolde.errors import AnalysisError
-from isolde.executor import cdf
-from isolde.executor import schema as S
-from isolde.executor.log.actions import AddCDCFile, AddFile, Metadata, RemoveFile
-from isolde.executor.scan import FILE_COL, ROW_COL, scan
+from ..rows import cdf
+from ..catalog import schema as S
+from ..log.actions import AddCDCFile, AddFile, Metadata, RemoveFile
+from ..rows.scan import FILE_COL, ROW_COL, scan
 
 Bound = Union[int, str, None]
 
@@ -43,7 +43,7 @@ def _invalid_timestamp(value) -> AnalysisError:
 
 def iso_timestamp_ms(value: str) -> int:
     """An ISO timestamp string in epoch milliseconds; no offset means UTC."""
-    from isolde.executor.log.delta_log import _to_ms
+    from ..log.delta_log import _to_ms
 
     text = value.strip()
     try:
@@ -56,7 +56,7 @@ def iso_timestamp_ms(value: str) -> int:
 def session_timestamp_ms(ctx) -> Callable[[str], int]:
     """Timestamp strings read as Spark reads a TIMESTAMP literal (no offset: the session time
     zone), through the session's evaluator when it has one."""
-    from isolde.executor.log.delta_log import _to_ms
+    from ..log.delta_log import _to_ms
 
     evaluate = getattr(ctx, "eval_timestamp", None)
     if not callable(evaluate):
@@ -156,7 +156,7 @@ def _positions(table_path: str, dv):
 
     if dv is None:
         return BitMap64()
-    from isolde.executor.log.deletion_vectors import read_deletion_vector
+    from ..log.deletion_vectors import read_deletion_vector
 
     return BitMap64(read_deletion_vector(table_path, dv))
 

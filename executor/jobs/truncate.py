@@ -22,9 +22,9 @@ from __future__ import annotations
 import time
 
 from isolde.errors import AnalysisError
-from isolde.executor import views
-from isolde.executor.jobs import executes
-from isolde.executor.results import CommitResult, PreparedWrite
+from ..catalog import views
+from . import executes
+from ..session.results import CommitResult, PreparedWrite
 from isolde.grammar import ast
 
 OPERATION = "TRUNCATE"
@@ -51,9 +51,9 @@ def _refuse(ctx, stmt: ast.TruncateTable) -> None:
 
 @executes(ast.TruncateTable)
 def run_truncate(ctx, stmt: ast.TruncateTable) -> PreparedWrite:
-    from isolde.executor.dml import start_transaction
-    from isolde.executor.txn.statement_scope import record_scope, scope_flags
-    from isolde.executor import schema as S
+    from ..rows.dml import start_transaction
+    from ..txn.statement_scope import record_scope, scope_flags
+    from ..catalog import schema as S
     from isolde.planner.scope import conflict_scope
 
     started = time.time()

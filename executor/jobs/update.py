@@ -1,11 +1,11 @@
 """UPDATE t [AS a] SET col = expr, s.field = expr, ... [WHERE cond]: rows where the condition is
 TRUE get the new values (cast to the column type; NULL conditions leave rows alone); the
-physical step (rewrite or deletion vector) is executor/dml.py's."""
+physical step (rewrite or deletion vector) is executor/rows/dml.py's."""
 
 from __future__ import annotations
 
-from isolde.executor.dml import run_update_delete
-from isolde.executor.jobs import executes
+from ..rows.dml import run_update_delete
+from . import executes
 from isolde.grammar import ast
 
 

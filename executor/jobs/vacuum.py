@@ -7,7 +7,7 @@ A file is deleted only when all of these hold (Delta's rules):
   names it -- so every version a reader may still time-travel to within the retention keeps
   its files;
 * its own modification time is older than the retention, and no prepared write holds a lease
-  on it (executor/leases.py): files a concurrent writer staged but has not committed are
+  on it (executor/catalog/leases.py): files a concurrent writer staged but has not committed are
   never touched, even under ``RETAIN 0 HOURS`` or when a copy kept an old modification time;
 * the Delta protocol makes it the table's own: a data file (``*.parquet``) or deletion vector
   (``deletion_vector_<uuid>.bin``) in the table folder or in a partition folder
@@ -43,15 +43,15 @@ import re
 import time
 from urllib.parse import unquote
 
-from isolde.executor.log.actions import now_ms as _now_ms
+from ..log.actions import now_ms as _now_ms
 
 from isolde.errors import AnalysisError, ExecutionError
-from isolde.executor import leases
-from isolde.executor import properties as P
-from isolde.executor.jobs import executes
-from isolde.executor.log.deletion_vectors import dv_file_path
-from isolde.executor.log.features import assert_writable
-from isolde.executor.results import CommitResult, PreparedWrite, QueryResult
+from ..catalog import leases
+from ..catalog import properties as P
+from . import executes
+from ..log.deletion_vectors import dv_file_path
+from ..log.features import assert_writable
+from ..session.results import CommitResult, PreparedWrite, QueryResult
 from isolde.grammar import ast
 
 #: Folders whose every file is a writer's leftover: isolde's staging folders, Spark's _temporary.

@@ -1,13 +1,13 @@
-"""CREATE [OR REPLACE] [TEMP] VIEW, DROP VIEW, SHOW VIEWS (definitions in executor/views.py)."""
+"""CREATE [OR REPLACE] [TEMP] VIEW, DROP VIEW, SHOW VIEWS (definitions in executor/catalog/views.py)."""
 
 from __future__ import annotations
 
 from isolde.errors import AnalysisError
-from isolde.executor import views
-from isolde.executor.jobs import executes
-from isolde.executor.jobs.database import _like
-from isolde.executor.jobs.query import bind_query
-from isolde.executor.results import QueryResult
+from ..catalog import views
+from . import executes
+from .database import _like
+from .query import bind_query
+from ..session.results import QueryResult
 from isolde.grammar import ast
 
 
@@ -53,7 +53,7 @@ def run_create_view(ctx, stmt: ast.CreateView) -> QueryResult:
 @executes(ast.DropView)
 def run_drop_view(ctx, stmt: ast.DropView) -> QueryResult:
     if stmt.view.parts and not stmt.if_exists:  # a name no view can have: say why, not "not found"
-        from isolde.executor.catalog import check_name
+        from ..catalog.warehouse import check_name
 
         check_name(stmt.view.parts[-1], "view")
         if len(stmt.view.parts) == 2:

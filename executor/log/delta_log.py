@@ -845,7 +845,7 @@ class DeltaLog:
         ``max_attempts`` bounds how many versions the commit tries before giving up
         with ConcurrentWriteException (default DEFAULT_MAX_ATTEMPTS).
         """
-        from isolde.executor.txn.transaction import DEFAULT_MAX_ATTEMPTS, OptimisticTransaction
+        from ..txn.transaction import DEFAULT_MAX_ATTEMPTS, OptimisticTransaction
 
         snap = snapshot if snapshot is not None else self.update()
         if snap.protocol is not None:

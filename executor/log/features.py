@@ -49,7 +49,7 @@ SUPPORTED_FEATURES: frozenset[str] = frozenset(
         "variantType",
         "variantType-preview",
         # with delta.enableChangeDataFeed, UPDATE / DELETE / MERGE write cdc files
-        # (executor/cdf.py); table_changes() reads them (executor/jobs/table_changes.py)
+        # (executor/rows/cdf.py); table_changes() reads them (executor/jobs/table_changes.py)
         "changeDataFeed",
         # added by DROP FEATURE (executor/jobs/drop_feature.py): log cleanup may remove history
         # before delta.requireCheckpointProtectionBeforeVersion only in one go; isolde's cleanup

@@ -247,7 +247,7 @@ class Snapshot:
         """
         if predicate_sql is None and partition_predicate_sql is None:
             return list(self.all_files)
-        from isolde.executor.txn.predicates import Predicate
+        from ..txn.predicates import Predicate
 
         predicate = Predicate(predicate_sql, self.schema, self.partition_columns, partition_sql=partition_predicate_sql)
         return predicate.filter(self.all_files)

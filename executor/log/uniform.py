@@ -23,8 +23,8 @@ import urllib.parse
 import uuid
 from dataclasses import dataclass
 
-from isolde.executor.log.actions import AddFile, Metadata, RemoveFile
-from isolde.executor.log.delta_log import DeltaLog
+from .actions import AddFile, Metadata, RemoveFile
+from .delta_log import DeltaLog
 from pyiceberg.catalog.noop import NoopCatalog
 from pyiceberg.conversions import to_bytes
 from pyiceberg.io.pyarrow import PyArrowFileIO

@@ -10,12 +10,12 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from isolde.executor.streaming.plan import (
+from .plan import (
     StreamChangeCommitError,
     StreamMetadataChangedError,
     StreamSourceError,
 )
-from isolde.executor.streaming.sink import BatchWriter, prepare_batch, write_batches
+from .sink import BatchWriter, prepare_batch, write_batches
 
 __all__ = ["read_stream", "register", "write_batches", "prepare_batch", "BatchWriter", "await_termination",
            "source_error", "StreamSourceError", "StreamChangeCommitError", "StreamMetadataChangedError"]
@@ -23,16 +23,16 @@ __all__ = ["read_stream", "register", "write_batches", "prepare_batch", "BatchWr
 
 def register(spark) -> None:
     """Make ``spark.readStream.format("isolde")`` available on ``spark``."""
-    from isolde.executor.streaming.source import register as _register
+    from .source import register as _register
 
     _register(spark)
 
 
 def read_stream(session, table: str, **options):
     """A streaming DataFrame over ``table`` (a name, or ``delta.`/path```) of an isolde Session."""
-    from isolde.executor.session import _ref_from_name
+    from ..session.session import _ref_from_name
 
-    from isolde.executor.streaming.plan import StreamOptions
+    from .plan import StreamOptions
 
     StreamOptions.parse({k: str(v) for k, v in options.items()})  # refused here, not at the first batch
     handle = session.catalog.resolve(_ref_from_name(table), session.current_database)

@@ -17,8 +17,8 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from isolde.executor.log.actions import AddFile
-from isolde.executor.log.deletion_vectors import read_deleted_rows
+from ..log.actions import AddFile
+from ..log.deletion_vectors import read_deleted_rows
 
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
 _ZONED = re.compile(r"(Z|UTC|GMT|[+-]\d{1,2}(:?\d{2})?)$")

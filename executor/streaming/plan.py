@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional
 
 from isolde.errors import AnalysisError, ExecutionError
-from isolde.executor.log.actions import AddFile, Metadata, Protocol, RemoveFile
+from ..log.actions import AddFile, Metadata, Protocol, RemoveFile
 
 #: Delta's default admission limit when neither maxFilesPerTrigger nor maxBytesPerTrigger is set
 DEFAULT_MAX_FILES = 1000

@@ -20,8 +20,8 @@ import os
 from typing import Optional
 
 from isolde.errors import AnalysisError, TableNotFoundError
-from isolde.executor.log.actions import SetTransaction, now_ms
-from isolde.executor.results import DmlResult, PreparedWrite
+from ..log.actions import SetTransaction, now_ms
+from ..session.results import DmlResult, PreparedWrite
 
 OPERATION = "STREAMING UPDATE"
 
@@ -42,11 +42,11 @@ def prepare_batch(session, table: str, df, app_id: str, version: int, *, query_i
                   ) -> Optional[PreparedWrite]:
     """Write ``df`` into ``table`` as batch ``version`` of ``app_id``, staged but not committed;
     None when the table already has that batch (or a later one) of ``app_id``."""
-    from isolde.executor import dml
-    from isolde.executor import schema as S
-    from isolde.executor.context import ExecutionContext
-    from isolde.executor.session import _ref_from_name, translate_errors
-    from isolde.executor.writer import conform, identity_metadata_update, write_files
+    from ..rows import dml
+    from ..catalog import schema as S
+    from ..session.context import ExecutionContext
+    from ..session.session import _ref_from_name, translate_errors
+    from ..rows.writer import conform, identity_metadata_update, write_files
 
     ctx = ExecutionContext(session, None)
     handle = ctx.resolve(_ref_from_name(table))

@@ -25,9 +25,9 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from isolde.errors import AnalysisError
-from isolde.executor.log import DeltaLog
-from isolde.executor.streaming.arrow_files import columns_of, read_file
-from isolde.executor.streaming.plan import (
+from ..log import DeltaLog
+from .arrow_files import columns_of, read_file
+from .plan import (
     Offset,
     StreamOptions,
     StreamPlan,
@@ -61,8 +61,8 @@ def table_path_from_options(options) -> str:
     if opts.get("path"):
         return opts["path"]
     if opts.get("table"):
-        from isolde.executor.catalog import Catalog
-        from isolde.executor.session import _ref_from_name
+        from ..catalog.warehouse import Catalog
+        from ..session.session import _ref_from_name
 
         warehouse = opts.get("warehouse", "./warehouse")
         return Catalog(warehouse).resolve(_ref_from_name(opts["table"]), opts.get("database", "default")).path
@@ -182,7 +182,7 @@ class IsoldeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: FilesPartition) -> Iterator:
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        from isolde.executor.log.actions import AddFile
+        from ..log.actions import AddFile
 
         arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
         for d in partition.adds:

@@ -34,8 +34,8 @@ from typing import Iterable, Optional
 
 from pyroaring import BitMap64
 
-from isolde.executor.log.actions import Action, AddFile, DeletionVectorDescriptor, RemoveFile
-from isolde.executor.log.deletion_vectors import dv_file_path, write_deletion_vectors
+from ..log.actions import Action, AddFile, DeletionVectorDescriptor, RemoveFile
+from ..log.deletion_vectors import dv_file_path, write_deletion_vectors
 
 LAYOUT_TAG = "isolde.compactedFrom"
 

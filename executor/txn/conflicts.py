@@ -20,7 +20,7 @@ from isolde.errors import (
     MetadataChangedException,
     ProtocolChangedException,
 )
-from isolde.executor.log.actions import (
+from ..log.actions import (
     Action,
     AddFile,
     CommitInfo,
@@ -48,7 +48,7 @@ def _revives_rows(table_path: str | None, removed: RemoveFile, added: AddFile) -
         return True
     if table_path is None:
         return True  # cannot tell: assume it does
-    from isolde.executor.log.deletion_vectors import read_deletion_vector
+    from ..log.deletion_vectors import read_deletion_vector
 
     before = read_deletion_vector(table_path, removed.deletion_vector)
     after = read_deletion_vector(table_path, added.deletion_vector)
@@ -68,7 +68,7 @@ def _table_flags(table_path: str | None, version: int) -> dict | None:
     if not table_path or version < 0:
         return None
     try:
-        from isolde.executor.log import DeltaLog
+        from ..log import DeltaLog
 
         from .statement_scope import scope_flags
 

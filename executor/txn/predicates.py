@@ -17,10 +17,10 @@ from typing import Any, Iterable, Mapping, Sequence
 import sqlglot
 from sqlglot import exp
 
-from isolde.executor.log.actions import AddFile
-from isolde.executor.log import type_widening
-from isolde.executor.log.stats import nan_free_columns
-from isolde.executor.txn import comparison as C
+from ..log.actions import AddFile
+from ..log import type_widening
+from ..log.stats import nan_free_columns
+from . import comparison as C
 from isolde.grammar.dialect import DIALECT, sql as render_sql
 from isolde.planner.predicates import operands
 

@@ -18,7 +18,7 @@ from typing import Iterable, Optional
 import numpy as np
 from pyroaring import BitMap64
 
-from isolde.executor.log.actions import Action, AddFile, RemoveFile
+from ..log.actions import Action, AddFile, RemoveFile
 
 STABLE_IDS_TAG = "isolde.stableRowIds"
 

@@ -41,8 +41,8 @@ from isolde.errors import (
     ConcurrentDeleteReadException,
     ConcurrentModificationException,
 )
-from isolde.executor.log.actions import Action, AddFile, DeletionVectorDescriptor, RemoveFile
-from isolde.executor.log.deletion_vectors import read_deletion_vector, write_deletion_vectors
+from ..log.actions import Action, AddFile, DeletionVectorDescriptor, RemoveFile
+from ..log.deletion_vectors import read_deletion_vector, write_deletion_vectors
 
 from .row_tracking import materialized_columns
 
@@ -180,7 +180,7 @@ class TableFiles:
             raise OverBudget(self.rows_read)
 
     def local(self, log_path: str) -> str:
-        from isolde.executor.properties import local_path
+        from ..catalog.properties import local_path
 
         return local_path(self.table_path, log_path)
 
@@ -508,7 +508,7 @@ def rebase_deletion_vectors(actions: list[Action], winner: WinningCommitSummary,
                 clustering_provider=base.clustering_provider))
         else:
             new_actions.append(a)
-    from isolde.executor.log.deletion_vectors import dv_file_path
+    from ..log.deletion_vectors import dv_file_path
 
     written = sorted({dv_file_path(files.table_path, d) for d in descriptors.values()})
     return new_actions, written

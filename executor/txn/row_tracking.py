@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import Iterable, Mapping
 
 from isolde.errors import InternalError
-from isolde.executor.log.actions import Action, AddFile, DomainMetadata, RemoveFile
+from ..log.actions import Action, AddFile, DomainMetadata, RemoveFile
 
 DOMAIN = "delta.rowTracking"
 ENABLE = "delta.enableRowTracking"

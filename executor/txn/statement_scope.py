@@ -4,13 +4,13 @@ planner needs to know of the table (``scope_flags``) and recording the scope as 
 
 from __future__ import annotations
 
-from isolde.executor.log.features import row_level_mode
+from ..log.features import row_level_mode
 
 
 def scope_flags(snapshot) -> dict:
     """What the planner's conflict scope needs to know of a table: deletion vectors on, CLUSTER
     BY, and its isolde.rowLevelConcurrency mode."""
-    from isolde.executor.properties import clustering_columns
+    from ..catalog.properties import clustering_columns
 
     metadata = snapshot.metadata
     configuration = dict(getattr(metadata, "configuration", None) or {})

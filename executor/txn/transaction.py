@@ -23,7 +23,7 @@ from isolde.errors import (
     StagedFileMissingError,
     UnsupportedFeatureError,
 )
-from isolde.executor.log.actions import (
+from ..log.actions import (
     Action,
     AddCDCFile,
     AddFile,
@@ -37,7 +37,7 @@ from isolde.executor.log.actions import (
     serialize_commit,
     parse_commit,
 )
-from isolde.executor.log.features import (
+from ..log.features import (
     assert_readable,
     assert_writable,
     checkpoint_interval,
@@ -432,8 +432,8 @@ class OptimisticTransaction:
     def _verify_files_exist(self, actions: list[Action]) -> None:
         """Every data file and deletion-vector file the commit will reference exists (local
         tables): a version never points at files a VACUUM took while the write was prepared."""
-        from isolde.executor.log.deletion_vectors import dv_file_path
-        from isolde.executor.properties import local_path
+        from ..log.deletion_vectors import dv_file_path
+        from ..catalog.properties import local_path
 
         missing = []
         for a in actions:
@@ -469,7 +469,7 @@ class OptimisticTransaction:
             # UniForm: Iceberg metadata beside the log. Never fails the Delta commit: the next
             # commit's conversion catches up from the Delta version the Iceberg side records.
             try:
-                from isolde.executor.log import uniform
+                from ..log import uniform
 
                 uniform.convert_after_commit(self.log.table_path, version)
             except Exception:

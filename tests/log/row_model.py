@@ -3,7 +3,7 @@ single-row UPDATE / DELETE / MERGE / INSERT statements, run at the log level aga
 Delta logs, judged against serial executions.
 
 Pure Python + pyarrow: no Spark. Each statement does at the log level what the Spark-side
-statement does (executor/dml.py ``run_update_delete``, executor/jobs/merge.py,
+statement does (executor/rows/dml.py ``run_update_delete``, executor/jobs/merge.py,
 executor/jobs/insert.py):
 
 * its conflict scope comes from the planner's own ``conflict_scope`` over the parsed SQL text
@@ -669,7 +669,7 @@ def start(table_path: str, stmt: Stmt) -> Prepared:
     if stmt.kind == RESTORE:
         return start_restore(table_path, stmt)
     txn = DeltaLog.for_table(table_path).start_transaction()
-    txn.verify_files = True  # as the session's transactions (executor/context.py)
+    txn.verify_files = True  # as the session's transactions (executor/session/context.py)
     snap = txn.snapshot
     k, w = stmt.key, stmt.w
     if stmt.kind == INSERT:  # executor/jobs/insert.py: VALUES reads nothing

@@ -143,7 +143,7 @@ def test_session_user_name_setting():
 def test_dml_result_rows():
     from pyspark.sql.types import LongType
 
-    from isolde.executor.results import CommitResult, DmlResult, OptimizeResult
+    from isolde.executor.session.results import CommitResult, DmlResult, OptimizeResult
 
     r = DmlResult.of("MERGE", 3, "MERGE", {"numTargetRowsUpdated": 2}, "t", updated=2, deleted=1, inserted=4)
     assert r.columns == ["num_affected_rows", "num_updated_rows", "num_deleted_rows", "num_inserted_rows"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from isolde.executor import scan as scan_module
+from isolde.executor.rows import scan as scan_module
 
 
 def test_words_put_row_r_at_bit_r_mod_64_of_word_r_div_64():

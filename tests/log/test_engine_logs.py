@@ -158,7 +158,7 @@ def test_column_mapping_id_mode_is_read_and_written():
 def test_change_data_feed_tables_are_writable_listed_or_enabled():
     """Databricks lists every legacy feature when it moves a table to writer version 7;
     changeDataFeed asks nothing of a writer until delta.enableChangeDataFeed is true, and once it
-    is isolde writes the change data (executor/cdf.py)."""
+    is isolde writes the change data (executor/rows/cdf.py)."""
     listed = DeltaLog(os.path.join(ENGINES, "table_with_partitioning_mapping")).update()
     assert "changeDataFeed" in listed.protocol.writer_features
     assert "delta.enableChangeDataFeed" not in listed.configuration
@@ -193,7 +193,7 @@ def test_column_ids_are_numbered_as_delta_numbers_them(name, nested):
     values after them, under ``delta.columnMapping.nested.ids`` of the enclosing field."""
     from pyspark.sql import types as T
 
-    from isolde.executor import schema as S
+    from isolde.executor.catalog import schema as S
 
     snap = DeltaLog(os.path.join(ENGINES, name)).update()
     golden = json.loads(snap.metadata.schema_string)

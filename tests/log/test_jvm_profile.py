@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from isolde.executor import spark
+from isolde.executor.runtime import spark
 
 
 @pytest.mark.parametrize("profile, has, lacks", [

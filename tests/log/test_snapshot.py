@@ -227,7 +227,7 @@ def test_unsupported_features_are_refused(table_path):
     with pytest.raises(UnsupportedFeatureError, match="madeUpWriterFeature") as info:
         log.start_transaction()
     assert info.value.error_class == "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"
-    # legacy versions: writer version 4 with the change data feed on is written (executor/cdf.py)
+    # legacy versions: writer version 4 with the change data feed on is written (executor/rows/cdf.py)
     third = table_path + "3"
     write_commit(third, 0, [Protocol(1, 4), Metadata(DEFAULT_SCHEMA, (), {"delta.enableChangeDataFeed": "true"})])
     assert DeltaLog.for_table(third).start_transaction().read_version == 0

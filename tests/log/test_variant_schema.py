@@ -1,5 +1,5 @@
 """VARIANT in schemas without Spark: detection at any depth, the feature a table needs, and the
-columns a variant may not be (executor/variant.py)."""
+columns a variant may not be (executor/catalog/variant.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from pyspark.sql import types as T
 
 from isolde.errors import AnalysisError
-from isolde.executor import variant as V
+from isolde.executor.catalog import variant as V
 
 V_TYPE = T.VariantType()
 STRUCT = T.StructType([

@@ -99,6 +99,6 @@ def test_result_row():
     assert r.columns == ["num_affected_rows", "num_inserted_rows", "num_skipped_corrupt_files"]
     assert r.first().num_inserted_rows == 5 and tuple(r.first()) == (5, 5, 1)
     assert r.collect() == r.rows and len(r) == 1
-    from isolde.executor.results import CommitResult
+    from isolde.executor.session.results import CommitResult
 
     assert isinstance(r, CommitResult) and r.committed

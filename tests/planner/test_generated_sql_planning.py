@@ -37,7 +37,7 @@ def test_planning_five_thousand_conditions(joiner):
 
 
 def test_recursion_past_the_limit_is_a_clear_error_not_a_recursion_error():
-    from isolde.executor.session import translate_errors
+    from isolde.executor.session.session import translate_errors
 
     def deep(n):
         return deep(n + 1)

@@ -29,7 +29,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def spark():
-    from isolde.executor.spark import get_spark
+    from isolde.executor.runtime.spark import get_spark
 
     return get_spark()
 

@@ -241,13 +241,13 @@ def vacuum_candidates(path: str, files: set[str], keep: set[str]) -> set[str]:
     return out
 
 
-LEASE_TTL_S = 7 * 86400  # a lease older than this protects nothing (executor/leases.py)
+LEASE_TTL_S = 7 * 86400  # a lease older than this protects nothing (executor/catalog/leases.py)
 
 
 def leased(path: str) -> list[str]:
     """The paths under live leases: what VACUUM must keep although no version references it. A
     lease is live while young and while its holder process runs (leases._holder_gone)."""
-    from isolde.executor.leases import _holder_gone
+    from isolde.executor.catalog.leases import _holder_gone
 
     folder = os.path.join(path, ".isolde-leases")
     out = []
@@ -611,7 +611,7 @@ def _jvm_run(spark, tmp_path, counts, kills: int, config: str):
     try:
         assert not failures, "\n".join(failures[:20])
         first = vacuum_and_check(session, "t", path, failures)
-        # a killed writer's lease is dead with its process (executor/leases.py), so the first VACUUM
+        # a killed writer's lease is dead with its process (executor/catalog/leases.py), so the first VACUUM
         # takes its orphans; a lease still alive would be kept until it expires (7 days), after
         # which the next VACUUM takes exactly what it protected
         aged = age_leases(path)
@@ -670,7 +670,7 @@ def test_jvm_writers_killed_long(spark, tmp_path, counts, config):
 @pytest.mark.slow
 def test_writer_killed_between_prepare_and_commit(spark, tmp_path):
     """A statement whose files are staged (and leased) when it is killed: the table is as before,
-    and the dead writer's lease (its process is gone: executor/leases.py) protects nothing, so
+    and the dead writer's lease (its process is gone: executor/catalog/leases.py) protects nothing, so
     the next VACUUM takes exactly its orphans."""
     import isolde
 

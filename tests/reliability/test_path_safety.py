@@ -4,7 +4,7 @@ Every way a name becomes a path is attacked -- table, view and database names (`
 ``\\``, absolute paths, NUL, ``~``, very long, look-alikes, glob and percent characters) in every
 statement that takes one; symbolic links inside the warehouse that lead out of it; LOCATION;
 ``delta.`path```; ``\\i`` and run_script; generated SQL -- and after each case a sentinel folder
-outside the warehouse must be byte for byte what it was. Decided behaviour (executor/catalog.py):
+outside the warehouse must be byte for byte what it was. Decided behaviour (executor/catalog/warehouse.py):
 
 * a bad name is an ``AnalysisError`` naming it, before anything touches the disk;
 * a database or table folder that is a symbolic link out of the warehouse is refused for reads
@@ -519,7 +519,7 @@ PACKAGES = ["grammar", "planner", "executor", "repl", "isolde"]
 REVIEWED = {
     ("executor/jobs/__init__.py", "importlib.import_module"):
         "load_all imports this package's own command modules by the names pkgutil lists in its folder",
-    ("executor/results.py", "importlib.import_module"):
+    ("executor/session/results.py", "importlib.import_module"):
         "_build_classes imports pyspark modules named in a constant tuple to wrap their classes",
 }
 

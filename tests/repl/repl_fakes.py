@@ -7,7 +7,7 @@ import threading
 import time
 
 from isolde import errors
-from isolde.executor.results import CommitResult, QueryResult
+from isolde.executor.session.results import CommitResult, QueryResult
 
 
 class FakeSession:

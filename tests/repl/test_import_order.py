@@ -52,7 +52,7 @@ def test_the_parser_is_imported_before_the_background_thread_starts():
 def test_every_statement_module_is_imported_before_the_session_is_ready():
     out = _run("""
         import sys, tempfile
-        import isolde.executor.spark as spark_module
+        import isolde.executor.runtime.spark as spark_module
 
         class FakeConf:
             def __init__(self):
@@ -65,7 +65,7 @@ def test_every_statement_module_is_imported_before_the_session_is_ready():
             conf = FakeConf()
 
         spark_module.get_spark = lambda master=None, conf=None: FakeSpark()
-        from isolde.executor.session import Session
+        from isolde.executor.session.session import Session
         import pkgutil, isolde.executor.jobs as jobs
         names = [f"isolde.executor.jobs.{m.name}" for m in pkgutil.iter_modules(jobs.__path__)]
         assert not all(n in sys.modules for n in names), "imported before the session started"

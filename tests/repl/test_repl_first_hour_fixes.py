@@ -12,7 +12,7 @@ import time
 import pytest
 
 from isolde.executor.jobs.restore import RESULT_COLUMNS, RestoreResult
-from isolde.executor.results import CommitResult, QueryResult
+from isolde.executor.session.results import CommitResult, QueryResult
 from isolde.repl import formatting
 from isolde.repl.config import Settings, parse_config
 from isolde.repl.formatting import (

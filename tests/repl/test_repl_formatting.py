@@ -6,7 +6,7 @@ import decimal
 import pytest
 
 from isolde import errors
-from isolde.executor.results import CommitResult, QueryResult
+from isolde.executor.session.results import CommitResult, QueryResult
 from isolde.repl.formatting import format_commit, format_error, format_result, format_rows, metrics_summary
 
 COLS = ["id", "name", "amount", "ts"]

@@ -220,7 +220,7 @@ class _FakeDF:
 
 
 def test_long_results_are_cut_to_max_rows():
-    from isolde.executor.results import QueryResult
+    from isolde.executor.session.results import QueryResult
 
     session = FakeSession()
     df = _FakeDF([(i,) for i in range(50)])

@@ -1,7 +1,7 @@
 """Spark integration fixtures: ONE SparkSession for the whole run (fast flags, quiet logs),
 a fresh warehouse per test.
 
-    spark        session-scoped SparkSession (isolde.executor.spark.get_spark)
+    spark        session-scoped SparkSession (isolde.executor.runtime.spark.get_spark)
     session      an isolde Session on it, warehouse in tmp_path (function scope)
     delta_rows   delta_rows(path, columns=None) -> sorted list of tuples read by delta-rs
                  (QueryBuilder, which honours deletion vectors): the interop oracle
@@ -16,7 +16,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def spark():
-    from isolde.executor.spark import get_spark
+    from isolde.executor.runtime.spark import get_spark
 
     return get_spark()
 

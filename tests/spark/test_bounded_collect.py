@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from isolde.executor import few_rows
+from isolde.executor.rows import few_rows
 
 pytestmark = pytest.mark.spark
 
@@ -68,7 +68,7 @@ def test_other_errors_in_the_job_are_raised(spark):
 
 
 def _plan(df) -> str:
-    from isolde.executor.spark import without_adaptive
+    from isolde.executor.runtime.spark import without_adaptive
 
     return without_adaptive(df)._jdf.queryExecution().executedPlan().toString()
 

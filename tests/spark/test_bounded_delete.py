@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from isolde.executor import bounded_rows, dml, row_bitmaps
-from isolde.executor.scan import FILE_COL, ROW_COL
+from isolde.executor.rows import bounded_rows, dml, row_bitmaps
+from isolde.executor.rows.scan import FILE_COL, ROW_COL
 
 pytestmark = pytest.mark.spark
 

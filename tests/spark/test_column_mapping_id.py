@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from isolde.errors import InvalidPropertyError, IsoldeError
-from isolde.executor import properties as P
-from isolde.executor import schema as S
+from isolde.executor.catalog import properties as P
+from isolde.executor.catalog import schema as S
 from isolde.executor.log.actions import CommitInfo, serialize_commit
 from isolde.executor.log.delta_log import DeltaLog
 from isolde.executor.txn import row_tracking

@@ -60,7 +60,7 @@ def _prepare(session, sql: str):
     except E.AnalysisError as e:
         if e.error_class != "NOT_A_WRITE":
             raise
-    from isolde.executor.context import ExecutionContext
+    from isolde.executor.session.context import ExecutionContext
     from isolde.executor.jobs.copy_into import run_copy_into
 
     [stmt] = isolde.parse(sql)

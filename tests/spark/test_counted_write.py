@@ -16,7 +16,7 @@ import os
 import pytest
 from pyspark.sql import types as T
 
-from isolde.executor import driver_write
+from isolde.executor.rows import driver_write
 from test_dml_row_ids import _live_rows
 from test_driver_write import _adds, _spark_writer, _table_stats
 
@@ -70,7 +70,7 @@ def _routes(monkeypatch) -> list:
 def _bounded_collections(monkeypatch) -> list:
     """Route an UPDATE of these small files to ``bounded_rows`` (not the point route), and
     record each bounded collection's rows (None: stopped, too many)."""
-    from isolde.executor import few_rows
+    from isolde.executor.rows import few_rows
 
     monkeypatch.setattr(few_rows, "SMALL_SCAN_ROWS", 0)
     bounded, collected = few_rows.collect_bounded, []
@@ -142,7 +142,7 @@ def test_wide_dml_writes_counted_rows_as_sparks_writer_does(session, monkeypatch
     # off), or computed as written in one job (bounded_rows: the UPDATE's 1,333 rows, the
     # MERGE's 1,201 pairs of 2,000 source rows)
     if find == "checkpoint":
-        from isolde.executor import bounded_rows
+        from isolde.executor.rows import bounded_rows
 
         monkeypatch.setattr(bounded_rows, "collect_changed", lambda *a, **k: None)
     collected = _bounded_collections(monkeypatch) if find == "bounded" else []
@@ -198,7 +198,7 @@ def test_more_rows_than_the_driver_takes_go_to_sparks_writer(session, monkeypatc
 
 def test_an_update_of_small_files_past_the_point_route_takes_the_bounded_one(session, monkeypatch, table_path,
                                                                               delta_rows):
-    from isolde.executor import bounded_rows, few_rows
+    from isolde.executor.rows import bounded_rows, few_rows
 
     session.execute(f"CREATE TABLE t ({COLUMNS}) PARTITIONED BY (ps, pi) TBLPROPERTIES ({PROPS})")
     session.execute("INSERT INTO t " + ROWS.format(lo=0, hi=4000))
@@ -232,8 +232,8 @@ def test_the_bound_counts_each_rows_file_path_at_its_length(session, monkeypatch
     partition folders): its byte bound counts the longest path in full, not a string's guess."""
     from deltalake import DeltaTable
 
-    from isolde.executor import few_rows
-    from isolde.executor.scan import FILE_COL
+    from isolde.executor.rows import few_rows
+    from isolde.executor.rows.scan import FILE_COL
 
     session.execute(f"CREATE TABLE t ({COLUMNS}) PARTITIONED BY (ps, pi) TBLPROPERTIES ({PROPS})")
     session.execute("INSERT INTO t " + ROWS.format(lo=0, hi=4000))
@@ -268,7 +268,7 @@ def test_a_violation_in_counted_rows_fails_as_with_sparks_writer(session, monkey
     from isolde.errors import ConstraintViolationError
 
     if find == "checkpoint":
-        from isolde.executor import bounded_rows
+        from isolde.executor.rows import bounded_rows
 
         monkeypatch.setattr(bounded_rows, "collect_changed", lambda *a, **k: None)
     collected = _bounded_collections(monkeypatch) if find == "bounded" else []

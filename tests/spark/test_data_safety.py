@@ -166,7 +166,7 @@ def test_a_commit_whose_staged_files_are_gone_fails_and_commits_nothing(session,
 
 
 def test_a_killed_writer_s_lease_expires(session, table_path, monkeypatch):
-    from isolde.executor import leases
+    from isolde.executor.catalog import leases
 
     s = session
     no_retention_check(s)

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from isolde import errors as E
-from isolde.executor.results import CommitResult
+from isolde.executor.session.results import CommitResult
 
 from oracle_helpers import read_delta_rows, sorted_rows
 

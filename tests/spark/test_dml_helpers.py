@@ -147,13 +147,13 @@ def parse_one(sql: str) -> ast.Statement:
 
 
 def get_spark():
-    from isolde.executor.spark import get_spark as _get
+    from isolde.executor.runtime.spark import get_spark as _get
 
     return _get("local[2]")
 
 
 def dml_session(warehouse: str):
-    from isolde.executor.session import Session
+    from isolde.executor.session.session import Session
 
     return Session(warehouse=str(warehouse), spark=get_spark())
 
@@ -201,7 +201,7 @@ def spy_outcomes(monkeypatch, module, name: str) -> list:
 def spy_slice_writes(monkeypatch) -> list:
     """Record every one-job partition rewrite (``writer.write_partition_slices``): True when it
     wrote, False when it handed the rewrite back to another plan."""
-    from isolde.executor import writer
+    from isolde.executor.rows import writer
 
     return spy_outcomes(monkeypatch, writer, "write_partition_slices")
 
@@ -231,14 +231,14 @@ def always_one_scan(monkeypatch) -> None:
     """The one scan is chosen when a task per file makes no more tasks than a union would
     (``scan._few_tasks_per_file``, tested on its own): with one core small tables would take
     the union; tests about the reads themselves want the one scan wherever it applies."""
-    from isolde.executor import scan
+    from isolde.executor.rows import scan
 
     monkeypatch.setattr(scan, "_few_tasks_per_file", lambda spark, files, partitions: True)
 
 
 def force_plan(monkeypatch, plan: str) -> None:
     """Set the thresholds so that ``plan`` (a key of PLANS) is the one taken."""
-    from isolde.executor import dml, scan
+    from isolde.executor.rows import dml, scan
     from isolde.executor.jobs import merge
 
     cfg = PLANS[plan]
@@ -258,7 +258,7 @@ def _sort_key(row):
 
 def table_rows(spark, path: str, columns: Optional[Sequence[str]] = None) -> list[tuple]:
     from isolde.executor.log.delta_log import DeltaLog
-    from isolde.executor.scan import scan
+    from isolde.executor.rows.scan import scan
 
     snap = DeltaLog.for_table(path).update()
     df = scan(spark, snap, path)
@@ -275,7 +275,7 @@ def make_table(path: str, schema: pa.Schema, batches: Iterable[Sequence[dict]] =
 
     from pyspark.sql import types as T
 
-    from isolde.executor import schema as S
+    from isolde.executor.catalog import schema as S
     from isolde.executor.log.actions import AddFile, Metadata
     from isolde.executor.log.delta_log import DeltaLog
     from isolde.executor.log.stats import file_stats

@@ -137,7 +137,7 @@ def _last_commit(path: str) -> list:
 def test_many_deleted_rows_take_the_broadcast(session, spark, table, delta_rows):
     """Past scan.DV_INLINE_MAX_ROWS deleted rows an UPDATE's scan broadcasts the vectors: one
     job more. A DELETE applies them on the driver to the positions it found: still one job."""
-    from isolde.executor import scan as scan_module
+    from isolde.executor.rows import scan as scan_module
 
     path, expected = table
     n = scan_module.DV_INLINE_MAX_ROWS

@@ -24,8 +24,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from test_dml_helpers import (PLANS, Runner, always_one_scan, force_plan, make_table,  # noqa: E402
                               spy_outcomes, spy_slice_writes)
 
-from isolde.executor import dml, writer  # noqa: E402
-from isolde.executor import scan as scan_module  # noqa: E402
+from isolde.executor.rows import dml, writer
+from isolde.executor.rows import scan as scan_module
 from isolde.executor.jobs import merge  # noqa: E402
 
 pytestmark = pytest.mark.spark

@@ -1,5 +1,5 @@
 """A deletion-vector UPDATE / DELETE selects its rows with the condition itself, so Spark pushes
-it into the Parquet reader (executor/dml.py ``flagged_over(only_true=True)``).
+it into the Parquet reader (executor/rows/dml.py ``flagged_over(only_true=True)``).
 
 The condition used to be evaluated as ``coalesce(cond, false)`` over every row, which Spark
 never pushes: a point UPDATE read every row group of a big file. Now row groups whose
@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from oracle_helpers import pushed_filters
 
-from isolde.executor import dml, few_rows
+from isolde.executor.rows import dml, few_rows
 
 pytestmark = pytest.mark.spark
 
@@ -138,7 +138,7 @@ def test_change_data_and_a_non_deterministic_condition(session, big):
     assert 0 < n < before and session.sql("SELECT count(*) AS n FROM big").first().n == before - n
 
 
-# --------------------------------------------------------------------------- MERGE (executor/target_key_filter.py)
+# --------------------------------------------------------------------------- MERGE (executor/rows/target_key_filter.py)
 
 def test_point_merge_pushes_the_source_key(session, big, monkeypatch):
     seen = _find_plans(monkeypatch)
@@ -193,7 +193,7 @@ def test_merge_by_source_and_null_safe_keys(session, spark):
 
 
 def test_which_keys_become_a_filter():
-    from isolde.executor.target_key_filter import target_key_filter
+    from isolde.executor.rows.target_key_filter import target_key_filter
     from isolde.planner.scope import JoinKey, KeyRange
 
     keys = [JoinKey("id", "s.id"), JoinKey("k", "s.k", null_safe=True), JoinKey("x", "s.x"),

@@ -1,4 +1,4 @@
-"""Row ids through DML on row-tracking tables (executor/stable_row_ids.py).
+"""Row ids through DML on row-tracking tables (executor/rows/stable_row_ids.py).
 
 Delta keeps a row's id when UPDATE or MERGE changes it, and gives it the commit's version. A
 deletion-vector UPDATE / MERGE writes the new values to a new file: they carry their old id in
@@ -24,7 +24,7 @@ TRACKED = "'delta.enableRowTracking' = 'true', 'delta.enableDeletionVectors' = '
 
 def _live_rows(path: str) -> dict:
     """id -> (stable row id, row commit version) of every live row."""
-    from isolde.executor import schema as S
+    from isolde.executor.catalog import schema as S
     from isolde.executor.log.delta_log import DeltaLog
     from isolde.executor.txn.row_level import TableFiles
 

@@ -144,7 +144,7 @@ def test_thousand_files_touches_only_what_matches(tmp_path):
     assert res.metrics["numUpdatedRows"] == 10 and res.metrics["numRemovedFiles"] == 1
     snap = runner.log("big").update()
     assert 997 <= snap.num_files <= 1000  # 4 files rewritten (Spark may pack the 3 into fewer)
-    from isolde.executor.scan import scan
+    from isolde.executor.rows.scan import scan
 
     df = scan(runner.session.spark, snap, runner.path("big"))
     assert df.count() == 9997 and df.filter("s = 'y'").count() == 10

@@ -1,4 +1,4 @@
-"""A few rows on the driver written by pyarrow (executor/driver_write.py).
+"""A few rows on the driver written by pyarrow (executor/rows/driver_write.py).
 
 A VALUES insert, a point MERGE or UPDATE leave their new rows in a local relation; isolde
 writes them with pyarrow instead of a Spark write job. Each case writes the same rows into two
@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from isolde.errors import ConstraintViolationError, NotNullViolationError
-from isolde.executor import driver_write
+from isolde.executor.rows import driver_write
 
 pytestmark = pytest.mark.spark
 

@@ -1,4 +1,4 @@
-"""Point MERGE / UPDATE pairs collected to the driver (executor/few_rows.py).
+"""Point MERGE / UPDATE pairs collected to the driver (executor/rows/few_rows.py).
 
 A MERGE with a small source and an UPDATE over small candidate files bring their changed rows
 to the driver in one job (at most ``FEW_ROWS``) instead of checkpointing them and building the
@@ -21,7 +21,7 @@ import random
 import pytest
 
 from isolde.errors import MergeCardinalityError
-from isolde.executor import bounded_rows, few_rows
+from isolde.executor.rows import bounded_rows, few_rows
 
 pytestmark = pytest.mark.spark
 

@@ -1,4 +1,4 @@
-"""Floating-point values through isolde's reads (executor/scan.py read_plan): -0.0 / 0.0 and
+"""Floating-point values through isolde's reads (executor/rows/scan.py read_plan): -0.0 / 0.0 and
 NaN, where parquet-mr's filters and Spark disagree.
 
 Spark compares -0.0 and 0.0 as equal. parquet-mr's dictionary filter compares a literal with
@@ -177,7 +177,7 @@ def test_delete_on_a_copy_of_a_delta_rs_file_removes_its_nan_rows(session, forei
 def test_isolde_files_keep_the_statistics_filter(session, table_path):
     """Files isolde wrote and found NaN-free keep parquet-mr's row-group statistics filter; a
     file holding a NaN (parquet-mr makes its max NaN, a safe bound) turns it off for the scan."""
-    from isolde.executor import scan as scan_module
+    from isolde.executor.rows import scan as scan_module
     from isolde.executor.log.delta_log import DeltaLog
 
     session.execute("CREATE TABLE clean (k INT, d DOUBLE)")

@@ -1,4 +1,4 @@
-"""Row-id sets as SQL literals (executor/id_sets.py), evaluated by Spark against the set itself.
+"""Row-id sets as SQL literals (executor/rows/id_sets.py), evaluated by Spark against the set itself.
 
 Differential: random sets of ``monotonically_increasing_id`` values (several source partitions,
 rows past a partition's last member, partitions with no member, ids on byte and word edges),
@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from isolde.executor import id_sets
+from isolde.executor.rows import id_sets
 
 pytestmark = pytest.mark.spark
 

@@ -1,4 +1,4 @@
-"""Idempotent batch writes (executor/idempotency.py, executor/df_writer.py): Delta's txnAppId /
+"""Idempotent batch writes (executor/session/idempotency.py, executor/session/df_writer.py): Delta's txnAppId /
 txnVersion as session settings for SQL and as DataFrame-writer options. A write whose version
 is not above the table's recorded one is skipped; the commit carries the txn action (delta-rs
 reads it back); two writers with one application id conflict."""

@@ -1,4 +1,4 @@
-"""A point MERGE's local source written as literals (executor/inline_source.py): Spark reads
+"""A point MERGE's local source written as literals (executor/rows/inline_source.py): Spark reads
 each literal back as the value and type it was, and a MERGE planned with the literals gives the
 same table as with the broadcast join, on two copies of one table, read by isolde and by
 delta-rs. One Spark job fewer (the source's broadcast) is asserted in test_dml_job_counts.py."""
@@ -14,7 +14,7 @@ import pytest
 from pyspark.sql import types as T
 
 from isolde.errors import MergeCardinalityError
-from isolde.executor import inline_source
+from isolde.executor.rows import inline_source
 
 pytestmark = pytest.mark.spark
 

@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from isolde.executor import few_rows
-from isolde.executor import spark as isolde_spark
+from isolde.executor.rows import few_rows
+from isolde.executor.runtime import spark as isolde_spark
 from test_few_rows import _contents, _tables
 
 pytestmark = pytest.mark.spark

@@ -1,4 +1,4 @@
-"""The embedded JVM's log (executor/spark.py): removed at a normal exit, kept on request, and
+"""The embedded JVM's log (executor/runtime/spark.py): removed at a normal exit, kept on request, and
 without the once-per-MERGE "locally checkpointed" warning. Each run is a fresh process with its
 own temp dir, where the log is made."""
 
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.spark
 
 SCRIPT = """
 import isolde
-from isolde.executor.spark import jvm_log_path
+from isolde.executor.runtime.spark import jvm_log_path
 s = isolde.connect(warehouse="wh")
 s.execute("CREATE TABLE t (k INT, v STRING)")
 s.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b')")

@@ -1,4 +1,4 @@
-"""Py4J look-ups remembered (executor/jvm_lookups.py): round trips counted on the wire.
+"""Py4J look-ups remembered (executor/runtime/jvm_lookups.py): round trips counted on the wire.
 
 After the first time, ``F.col`` is one round trip (the call), not three; classes, packages,
 nested classes and methods are kept; a static field's value, a missing name and Python's magic
@@ -33,7 +33,7 @@ def wire(monkeypatch):
 
 
 def test_the_session_keeps_lookups(spark):
-    from isolde.executor.jvm_lookups import _KeptJVMView
+    from isolde.executor.runtime.jvm_lookups import _KeptJVMView
 
     assert type(spark.sparkContext._jvm) is _KeptJVMView
 

@@ -1,4 +1,4 @@
-"""A statement never fails for a row a deletion vector deletes (executor/live_rows_first.py).
+"""A statement never fails for a row a deletion vector deletes (executor/rows/live_rows_first.py).
 
 Deletion vectors are applied late (a DELETE's positions on the driver, a MERGE's after its join,
 a WHERE pushed below the vectors' broadcast join), so an expression may meet a deleted row; one
@@ -71,7 +71,7 @@ def test_only_a_job_error_on_a_table_with_vectors_runs_again(spark):
 
     from pyspark.errors.exceptions.captured import AnalysisException, CapturedException
 
-    from isolde.executor.live_rows_first import retried
+    from isolde.executor.rows.live_rows_first import retried
 
     @dataclass
     class Target:

@@ -1,4 +1,4 @@
-"""The embedded JVM's memory pages (executor/spark.py): 2 MB, not the 64 MB Spark derives
+"""The embedded JVM's memory pages (executor/runtime/spark.py): 2 MB, not the 64 MB Spark derives
 from the heap, which every sorting task took whole and which filled the old generation with
 freed arrays (full collections every few statements at 10M rows)."""
 

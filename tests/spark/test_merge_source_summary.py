@@ -14,7 +14,7 @@ import datetime
 import pytest
 from pyspark.sql import functions as F
 
-from isolde.executor import dml
+from isolde.executor.rows import dml
 from isolde.executor.jobs import merge as M
 from isolde.planner.scope import JoinKey, KeyRange
 

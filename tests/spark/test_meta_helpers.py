@@ -60,7 +60,7 @@ def make_table(path: str, batches: Iterable[Sequence[dict]] = (), *, schema: pa.
     """Version 0: metadata (+protocol by the transaction); version 1: one file per batch/partition."""
     from pyspark.sql import types as T
 
-    from isolde.executor import schema as S
+    from isolde.executor.catalog import schema as S
     from isolde.executor.log.actions import Metadata
     from isolde.executor.log.delta_log import DeltaLog
 
@@ -181,7 +181,7 @@ class LogCtx:
     """A Spark-free stand-in for the runner context: catalog, conf, resolve (log-level tests)."""
 
     def __init__(self, warehouse: str, conf: Optional[dict] = None):
-        from isolde.executor.catalog import Catalog
+        from isolde.executor.catalog.warehouse import Catalog
 
         self.catalog = Catalog(warehouse)
         self.conf = dict(conf or {})
@@ -191,7 +191,7 @@ class LogCtx:
         return self.catalog.resolve(ref, self.current_database, must_exist=must_exist, location=location)
 
     def start_transaction(self, log):  # the real context's (it needs only ``conf.get``)
-        from isolde.executor.context import ExecutionContext
+        from isolde.executor.session.context import ExecutionContext
 
         return ExecutionContext.start_transaction(self, log)
 
@@ -204,7 +204,7 @@ def run_stmt(ctx, sql: str):
     """Parse one statement and run its runner; commit a PreparedWrite. Returns the result."""
     import isolde
     from isolde.executor.jobs import EXECUTORS, load_all
-    from isolde.executor.results import PreparedWrite
+    from isolde.executor.session.results import PreparedWrite
 
     load_all()
     (stmt,) = isolde.parse(sql)

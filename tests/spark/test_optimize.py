@@ -375,6 +375,6 @@ def test_the_output_rows_are_in_the_order_its_tag_records(session, table_path, v
 
 
 def _local(table: str, log_path: str) -> str:
-    from isolde.executor.properties import local_path
+    from isolde.executor.catalog.properties import local_path
 
     return local_path(table, log_path)

@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import DataFrame
 
 from isolde import errors as E
-from isolde.executor.results import CommitResult, QueryResult
+from isolde.executor.session.results import CommitResult, QueryResult
 from oracle_helpers import read_delta_rows, sorted_rows
 
 pytestmark = pytest.mark.spark
@@ -47,7 +47,7 @@ def test_joins_ctes_windows_aggregates(shop):
 def test_sql_returns_dataframe_and_metrics(shop):
     df = shop.sql("SELECT * FROM orders WHERE day = DATE'2024-01-02'")
     assert isinstance(df, DataFrame) and df.count() == 2
-    # one file per partition: a VALUES list is written on the driver (executor/driver_write.py)
+    # one file per partition: a VALUES list is written on the driver (executor/rows/driver_write.py)
     assert shop.last_metrics["files_total"] == 3 and shop.last_metrics["files_read"] == 1
     r = shop.execute("SELECT * FROM orders WHERE day >= '2024-01-03'")
     assert r.metrics["tables"][0]["files_read"] == 1
@@ -184,7 +184,7 @@ def test_deletion_vectors_are_applied(session, table_path):
     handle = session.catalog.resolve(ast.TableRef(parts=("d",)))
     txn = handle.log.start_transaction()
     target = next(a for a in txn.snapshot.all_files if a.partition_values["p"] == "b b")
-    from isolde.executor.scan import scan
+    from isolde.executor.rows.scan import scan
 
     with_ids = scan(session.spark, txn.snapshot, handle.path, [target], with_row_ids=True).collect()
     assert {r["_isolde_file"] for r in with_ids} == {target.path}

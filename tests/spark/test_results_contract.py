@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql import types as T
 
 from isolde import errors as E
-from isolde.executor.results import QueryResult, dataframe_class, show_string
+from isolde.executor.session.results import QueryResult, dataframe_class, show_string
 
 pytestmark = pytest.mark.spark
 

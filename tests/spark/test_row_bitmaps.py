@@ -1,4 +1,4 @@
-"""Per-file bitmaps built in Spark (executor/row_bitmaps.py) against the positions themselves.
+"""Per-file bitmaps built in Spark (executor/rows/row_bitmaps.py) against the positions themselves.
 
 Differential: random (file, position) sets, dense and sparse, across the 32,768-row bucket
 boundaries and past 2^32, with duplicates; the bitmaps the driver rebuilds from Spark's
@@ -39,7 +39,7 @@ EDGES = [0, 1, 32766, 32767, 32768, 32769, 65535, 65536, 65537, 2**31 - 1, 2**32
 
 @pytest.mark.parametrize("seed", range(6))
 def test_bitmaps_hold_exactly_the_positions(spark, seed):
-    from isolde.executor import row_bitmaps
+    from isolde.executor.rows import row_bitmaps
 
     rng = random.Random(seed)
     rows = []
@@ -62,7 +62,7 @@ def test_bitmaps_hold_exactly_the_positions(spark, seed):
 
 
 def test_every_row_of_a_bucket_and_none_of_the_next(spark):
-    from isolde.executor import row_bitmaps
+    from isolde.executor.rows import row_bitmaps
 
     rows = [("f", 0, p) for p in range(32768)]
     got = row_bitmaps.positions_by_file(_frame(spark, rows), "f", "p")
@@ -71,7 +71,7 @@ def test_every_row_of_a_bucket_and_none_of_the_next(spark):
 
 
 def test_positions_by_file_keeps_only_the_paths_asked(spark):
-    from isolde.executor import row_bitmaps
+    from isolde.executor.rows import row_bitmaps
 
     rows = [("x", 0, 3), ("y", 0, 4), ("y", 0, 9)]
     assert {k: list(v) for k, v in row_bitmaps.positions_by_file(_frame(spark, rows), "f", "p", ["y"]).items()} \
@@ -80,7 +80,7 @@ def test_positions_by_file_keeps_only_the_paths_asked(spark):
 
 
 def test_one_job_and_the_session_keeps_adaptive_execution(spark):
-    from isolde.executor import row_bitmaps
+    from isolde.executor.rows import row_bitmaps
 
     sched = spark.sparkContext._jsc.sc().dagScheduler()
     df = _frame(spark, [("f", 0, i * 7) for i in range(5000)])
@@ -96,7 +96,7 @@ def test_session_settings_apply_to_the_bitmap_query(spark):
     must act on the bitmap query as it would on the DataFrame itself."""
     from pyspark.sql import functions as F
 
-    from isolde.executor import row_bitmaps
+    from isolde.executor.rows import row_bitmaps
 
     df = spark.createDataFrame([("f", "12"), ("f", "x")], "f string, s string").select(
         "f", F.expr("try_cast(s AS BIGINT)").alias("p"))
@@ -138,7 +138,7 @@ def test_deleting_most_rows_of_a_large_file_brings_bitmaps_not_rows(session, spa
     bitmaps built in Spark. The second finds its rows with the vectors deferred, deleted ones
     included (28,572 of which 14,286 are already deleted): under the bound, they come as pairs
     and the rows deleted already are taken out on the driver, not counted again."""
-    from isolde.executor import bounded_rows, row_bitmaps
+    from isolde.executor.rows import bounded_rows, row_bitmaps
 
     monkeypatch.setattr(bounded_rows, "POSITION_ROWS", 50_000)
     session.execute("CREATE TABLE big (id BIGINT) TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")

@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from oracle_helpers import read_delta_rows  # noqa: E402
 from test_dml_helpers import Runner, make_table  # noqa: E402
 
-from isolde.executor import scan as scan_module  # noqa: E402
+from isolde.executor.rows import scan as scan_module
 
 pytestmark = pytest.mark.spark
 
@@ -126,7 +126,7 @@ def test_many_paths_reach_the_jvm_in_one_call_unchanged(tmp_path):
     spaces, glob characters escaped by ``_exact``, non-ASCII) and rows as ``parquet(*paths)``."""
     import pyarrow.parquet as pq
 
-    from isolde.executor.spark import get_spark
+    from isolde.executor.runtime.spark import get_spark
 
     spark = get_spark()
     paths = []

@@ -21,7 +21,7 @@ def test_embedded_jvm_heap_is_sized_to_the_machine(spark):
     (Spark's default is 1 GiB), or SPARK_DRIVER_MEMORY's when the environment sets one."""
     import os
 
-    from isolde.executor.spark import driver_memory
+    from isolde.executor.runtime.spark import driver_memory
 
     chosen = os.environ.get("SPARK_DRIVER_MEMORY")
     expected = chosen or driver_memory()
@@ -88,7 +88,7 @@ def test_catalog_resolution(session, tmp_path):
 def test_schema_helpers():
     from pyspark.sql import types as T
 
-    from isolde.executor import schema as S
+    from isolde.executor.catalog import schema as S
 
     assert S.parse_data_type("DECIMAL(10, 2)") == T.DecimalType(10, 2)
     assert S.parse_data_type("array<struct<a: int, `b c`: map<string, bigint>>>") == T.ArrayType(
@@ -110,7 +110,7 @@ def test_prune_files_stats_and_partitions(session):
     session.execute("SET spark.sql.files.maxRecordsPerFile = 10")
     session.execute("INSERT INTO s SELECT id, concat('n', id), IF(id < 50, 'lo', 'hi') FROM range(0, 100, 1, 1)")
     session.execute("RESET spark.sql.files.maxRecordsPerFile")
-    from isolde.executor.scan import prune_files
+    from isolde.executor.rows.scan import prune_files
 
     snap = session.catalog.resolve(ast.TableRef(parts=("s",))).log.snapshot()
     assert len(snap.all_files) == 10
@@ -132,7 +132,7 @@ def test_prune_files_stats_and_partitions(session):
 
 
 def test_file_key_encoder_matches_hadoop(spark):
-    from isolde.executor.scan import _KeyEncoder, _python_key
+    from isolde.executor.rows.scan import _KeyEncoder, _python_key
 
     enc = _KeyEncoder(spark)
     assert enc.python, "the Python URI quoting disagrees with Hadoop's Path.toUri()"

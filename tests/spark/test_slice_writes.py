@@ -19,11 +19,11 @@ sys.path.insert(0, os.path.dirname(__file__))
 from oracle_helpers import read_delta_rows  # noqa: E402
 from test_dml_helpers import Runner, always_one_scan, make_table, spy_outcomes, spy_slice_writes  # noqa: E402
 
-from isolde.executor import dml, writer  # noqa: E402
-from isolde.executor import scan as scan_module  # noqa: E402
-from isolde.executor.context import ExecutionContext  # noqa: E402
-from isolde.executor.dml import open_target  # noqa: E402
-from isolde.executor.scan import scan_by_partition  # noqa: E402
+from isolde.executor.rows import dml, writer
+from isolde.executor.rows import scan as scan_module
+from isolde.executor.session.context import ExecutionContext  # noqa: E402
+from isolde.executor.rows.dml import open_target  # noqa: E402
+from isolde.executor.rows.scan import scan_by_partition  # noqa: E402
 from isolde.grammar import ast  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -124,7 +124,7 @@ def test_a_task_map_that_swaps_files_across_partitions_is_refused(tmp_path, monk
     """Partition a holds files of 1 and 3 rows, b of 3 and 1. A map that labels a's files as
     b's (1 <-> 3, 3 <-> 1) keeps both partitions' totals at 4: only the check per file sees
     it. Nothing from that job is committed; the result is right."""
-    from isolde.executor.scan import file_local_path
+    from isolde.executor.rows.scan import file_local_path
 
     r = Runner(tmp_path / "wh")
     make_table(r.path("t"), SCHEMA, [_rows([1], "a") + _rows([2, 3, 4], "b"), _rows([5, 6, 7], "a") + _rows([8], "b")],

@@ -269,7 +269,7 @@ def test_stand_in_context_reads_literals_in_the_session_zone(spark):
     import sqlglot
     import sqlglot.expressions as exp
 
-    from isolde.executor.properties import eval_timestamp
+    from isolde.executor.catalog.properties import eval_timestamp
     from isolde.grammar import ast
 
     class StandIn:

@@ -15,8 +15,8 @@ import os
 
 import pytest
 
-from isolde.executor import bounded_rows, few_rows
-from isolde.executor.scan import MAP_LOOKUP_MAX_FILES
+from isolde.executor.rows import bounded_rows, few_rows
+from isolde.executor.rows.scan import MAP_LOOKUP_MAX_FILES
 from test_counted_write import _new_files, _rows
 from test_dml_row_ids import _live_rows
 from test_driver_write import _adds
@@ -56,7 +56,7 @@ def _make(session, name: str, columns: str, partitioned_by: str, props: str, ins
 def _partitions(session, table_path, name: str) -> list:
     """(folder, partition values, rows) of each file, physical column names (column mapping:
     random per table) replaced by logical ones."""
-    from isolde.executor import schema as S
+    from isolde.executor.catalog import schema as S
     from isolde.executor.log.delta_log import DeltaLog
 
     metadata = DeltaLog.for_table(table_path(session, name)).snapshot().metadata

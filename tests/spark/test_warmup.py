@@ -1,4 +1,4 @@
-"""The background warm-up (executor/warmup.py): it runs isolde's DML statements on a throwaway
+"""The background warm-up (executor/runtime/warmup.py): it runs isolde's DML statements on a throwaway
 table, leaves nothing behind, and never makes a statement of the user wait or see its effects."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 import pytest
 
 import isolde
-from isolde.executor import warmup
+from isolde.executor.runtime import warmup
 
 pytestmark = pytest.mark.spark
 

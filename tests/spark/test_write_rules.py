@@ -21,7 +21,7 @@ import os
 import pytest
 
 from isolde import errors as E
-from isolde.executor import driver_write
+from isolde.executor.rows import driver_write
 
 
 @contextlib.contextmanager

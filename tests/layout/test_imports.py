@@ -1,0 +1,154 @@
+"""Every import in the tree resolves from the tree itself, and the stages import one way.
+
+Reads only files (ast + paths, nothing imported): ``isolde/`` is the package, its stage folders
+are links to the top-level ``grammar/``, ``planner/``, ``executor/``, ``repl/`` (pyproject finds
+the packages there), so what this test resolves is what an editor, a type checker or an
+import-graph tool pointed at the clone resolves.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "isolde"
+STAGES = ("grammar", "planner", "executor", "repl")
+
+# stage -> the stages (and facade modules) it may import; data flows grammar -> planner -> executor,
+# the REPL uses the facade (and the AST the facade's parse() returns).
+MAY_IMPORT = {
+    "isolde": {"isolde", "grammar", "planner", "executor", "repl"},
+    "grammar": {"isolde", "grammar"},
+    "planner": {"isolde", "grammar", "planner"},
+    "executor": {"isolde", "grammar", "planner", "executor"},
+    "repl": {"isolde", "grammar", "repl"},
+}
+# Folders whose modules never import Spark (the log and the conflict checker run without a JVM).
+NO_SPARK = ("executor/log", "executor/txn")
+
+
+def _package_modules():
+    """(module name, file) for every module of the package, walking the links."""
+    for dirpath, dirnames, filenames in os.walk(PACKAGE, followlinks=True):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        rel = Path(dirpath).relative_to(ROOT)
+        for fn in sorted(filenames):
+            if fn.endswith(".py"):
+                parts = list(rel.parts) + ([] if fn == "__init__.py" else [fn[:-3]])
+                yield ".".join(parts), Path(dirpath) / fn
+
+
+def _resolves(dotted: str) -> bool:
+    path = ROOT.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _imports(module: str, file: Path):
+    """(absolute name, line, was_relative, names) of every import of an isolde module in a file."""
+    is_pkg = file.name == "__init__.py"
+    here = module.split(".") if is_pkg else module.split(".")[:-1]
+    for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"), filename=str(file))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "isolde":
+                    yield alias.name, node.lineno, False, ()
+        elif isinstance(node, ast.ImportFrom):
+            names = tuple(a.name for a in node.names)
+            if node.level:
+                base = here[: len(here) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+                yield target, node.lineno, True, names
+            elif node.module and node.module.split(".")[0] == "isolde":
+                yield node.module, node.lineno, False, names
+
+
+MODULES = list(_package_modules())
+
+
+def _stage(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in STAGES else "isolde"
+
+
+def test_the_package_tree_holds_every_stage():
+    assert {m.split(".")[1] for m, _ in MODULES if m.count(".")} >= set(STAGES)
+    assert len(MODULES) > 100  # the links are followed: the executor alone has over 100 modules
+
+
+@pytest.mark.parametrize("module,file", MODULES, ids=[m for m, _ in MODULES])
+def test_every_import_resolves_in_the_tree(module, file):
+    missing = []
+    for target, line, _, names in _imports(module, file):
+        if not _resolves(target):
+            missing.append(f"line {line}: {target}")
+    assert not missing, f"{module}: imports that no file of the tree provides: {missing}"
+
+
+@pytest.mark.parametrize("module,file", MODULES, ids=[m for m, _ in MODULES])
+def test_imports_follow_the_data_flow(module, file):
+    stage = _stage(module)
+    wrong = [f"line {line}: {target}" for target, line, _, _ in _imports(module, file)
+             if _stage(target) not in MAY_IMPORT[stage]]
+    assert not wrong, f"{module} ({stage}) imports a later stage: {wrong}"
+
+
+@pytest.mark.parametrize("module,file", [(m, f) for m, f in MODULES if _stage(m) != "isolde"],
+                         ids=[m for m, _ in MODULES if _stage(m) != "isolde"])
+def test_imports_inside_a_stage_are_relative(module, file):
+    stage = _stage(module)
+    absolute = [f"line {line}: {target}" for target, line, relative, _ in _imports(module, file)
+                if not relative and _stage(target) == stage]
+    assert not absolute, f"{module}: same-stage imports should be relative (from .x import y): {absolute}"
+
+
+@pytest.mark.parametrize("folder", NO_SPARK)
+def test_the_log_and_the_checker_never_import_spark(folder):
+    offenders = []
+    for file in sorted((ROOT / folder).rglob("*.py")):
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            offenders += [f"{file.relative_to(ROOT)}:{node.lineno} {n}" for n in names
+                          if n.split(".")[0] in ("pyspark", "py4j")]
+    assert not offenders, offenders
+
+
+def _outside_modules():
+    for folder in ("tests", "benchmarks", "examples"):
+        for file in sorted((ROOT / folder).rglob("*.py")):
+            yield str(file.relative_to(ROOT)), file
+
+
+@pytest.mark.parametrize("name,file", list(_outside_modules()), ids=[n for n, _ in _outside_modules()])
+def test_tests_and_benchmarks_import_paths_that_exist(name, file):
+    """A moved module leaves no stale `isolde.x.y` behind, in imports or in patched names."""
+    text = file.read_text(encoding="utf-8")
+    missing = []
+    for target, line, relative, _ in _imports("x", file):
+        if not relative and not _resolves(target):
+            missing.append(f"line {line}: {target}")
+    for node in ast.walk(ast.parse(text)):
+        # monkeypatch.setattr("isolde.executor.rows.dml.NAME", ...) and import_module("isolde...")
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and node.value.startswith(tuple(f"isolde.{s}." for s in STAGES)):
+            dotted = node.value.split(":")[0]
+            if " " in dotted or not all(p.isidentifier() for p in dotted.split(".")):
+                continue
+            if not (_resolves(dotted) or _resolves(dotted.rsplit(".", 1)[0])):
+                missing.append(f"line {node.lineno}: '{node.value}'")
+    assert not missing, f"{name}: names no module of the tree provides: {missing}"
+
+
+def test_the_checker_catches_a_stale_path(tmp_path):
+    """Test of the test: a path that moved is reported, a relative one resolves."""
+    assert _resolves("isolde.executor.rows.dml") and _resolves("isolde.executor.rows")
+    assert not _resolves("isolde.executor.dml")
+    stale = tmp_path / "stale.py"
+    stale.write_text("from isolde.executor.scan import scan\nfrom .scan import scan\n")
+    got = list(_imports("isolde.executor.rows.fake", stale))
+    assert [t for t, *_ in got] == ["isolde.executor.scan", "isolde.executor.rows.scan"]
+    assert [_resolves(t) for t, *_ in got] == [False, True]
