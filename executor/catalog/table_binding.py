@@ -104,7 +104,7 @@ def bind_tables(ctx, tree: exp.Expression, add_view: Callable, *, pinned: Option
     """A copy of ``tree`` whose table references read their snapshots, each through a temp view
     ``add_view(df)`` names (the caller drops them when the SQL has been analysed or run), and
     what each reference read. ``prune``: skip files the WHERE conjuncts over one table rule out."""
-    from ..session.session import table_functions
+    from ..session import table_functions
     from ..rows.scan import prune_files, scan
 
     tree = table_functions.bind(ctx, tree.copy(), add_view)

@@ -183,7 +183,7 @@ class ExecutionContext:
         if options.get("usermetadata") is not None:  # a DataFrame writer's userMetadata option
             txn.user_metadata = str(options["usermetadata"])
         if _is_idempotent(getattr(self, "statement", None)):  # txnAppId / txnVersion (executor/session/idempotency.py)
-            from .session import idempotency
+            from . import idempotency
 
             if not hasattr(self, "_write_identity"):  # read once: autoReset unsets the setting it reads
                 self._write_identity = idempotency.session_identity(self.conf, options)

@@ -42,9 +42,53 @@ def _package_modules():
                 yield ".".join(parts), Path(dirpath) / fn
 
 
-def _resolves(dotted: str) -> bool:
+def _file(dotted: str):
     path = ROOT.joinpath(*dotted.split("."))
-    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _resolves(dotted: str) -> bool:
+    return _file(dotted) is not None
+
+
+_DEFINED: dict = {}
+
+
+def _defined_names(file: Path):
+    """Names a module defines at its top level (None: it has a module ``__getattr__``)."""
+    if file not in _DEFINED:
+        names: set = set()
+
+        def visit(body):
+            for node in body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    names.add(node.name)
+                elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    for target in targets:
+                        names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+                elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                    names.update((a.asname or a.name).split(".")[0] for a in node.names)
+                elif isinstance(node, (ast.If, ast.Try, ast.With, ast.For)):
+                    for part in ("body", "orelse", "finalbody"):
+                        visit(getattr(node, part, []))
+                    for handler in getattr(node, "handlers", []):
+                        visit(handler.body)
+
+        visit(ast.parse(file.read_text(encoding="utf-8")).body)
+        _DEFINED[file] = None if "__getattr__" in names else names
+    return _DEFINED[file]
+
+
+def _missing_names(target: str, names) -> list:
+    """Names of ``from target import names`` that are neither submodules nor defined there."""
+    defined = _defined_names(_file(target))
+    if defined is None:
+        return []
+    return [n for n in names if n != "*" and n not in defined and not _resolves(f"{target}.{n}")]
 
 
 def _imports(module: str, file: Path):
@@ -85,6 +129,8 @@ def test_every_import_resolves_in_the_tree(module, file):
     for target, line, _, names in _imports(module, file):
         if not _resolves(target):
             missing.append(f"line {line}: {target}")
+        elif names and (absent := _missing_names(target, names)):
+            missing.append(f"line {line}: {', '.join(absent)} from {target}")
     assert not missing, f"{module}: imports that no file of the tree provides: {missing}"
 
 
@@ -128,9 +174,13 @@ def test_tests_and_benchmarks_import_paths_that_exist(name, file):
     """A moved module leaves no stale `isolde.x.y` behind, in imports or in patched names."""
     text = file.read_text(encoding="utf-8")
     missing = []
-    for target, line, relative, _ in _imports("x", file):
-        if not relative and not _resolves(target):
+    for target, line, relative, names in _imports("x", file):
+        if relative:
+            continue
+        if not _resolves(target):
             missing.append(f"line {line}: {target}")
+        elif names and (absent := _missing_names(target, names)):
+            missing.append(f"line {line}: {', '.join(absent)} from {target}")
     for node in ast.walk(ast.parse(text)):
         # monkeypatch.setattr("isolde.executor.rows.dml.NAME", ...) and import_module("isolde...")
         if isinstance(node, ast.Constant) and isinstance(node.value, str) \
@@ -148,7 +198,12 @@ def test_the_checker_catches_a_stale_path(tmp_path):
     assert _resolves("isolde.executor.rows.dml") and _resolves("isolde.executor.rows")
     assert not _resolves("isolde.executor.dml")
     stale = tmp_path / "stale.py"
-    stale.write_text("from isolde.executor.scan import scan\nfrom .scan import scan\n")
+    stale.write_text("from isolde.executor.scan import scan\nfrom .scan import scan\n"
+                     "from ..session.session import table_functions\n")
     got = list(_imports("isolde.executor.rows.fake", stale))
-    assert [t for t, *_ in got] == ["isolde.executor.scan", "isolde.executor.rows.scan"]
-    assert [_resolves(t) for t, *_ in got] == [False, True]
+    assert [t for t, *_ in got] == ["isolde.executor.scan", "isolde.executor.rows.scan",
+                                    "isolde.executor.session.session"]
+    assert [_resolves(t) for t, *_ in got] == [False, True, True]
+    assert _missing_names("isolde.executor.rows.scan", ["scan", "FILE_COL"]) == []
+    # a module's name where the package now holds it: the name is not in session.py
+    assert _missing_names("isolde.executor.session.session", ["table_functions"]) == ["table_functions"]

@@ -12,7 +12,7 @@ import sqlglot
 
 from isolde.errors import AnalysisError
 from isolde.executor.rows import cdf
-from isolde.executor.session.session import table_functions
+from isolde.executor.session import table_functions
 from isolde.executor.jobs.table_changes import _commits, resolve_range
 from isolde.executor.log.actions import CommitInfo, Metadata, Protocol, serialize_commit
 from isolde.executor.log.delta_log import DeltaLog
