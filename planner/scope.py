@@ -163,6 +163,19 @@ def _same_table(a: ast.TableRef, b: ast.TableRef) -> bool:
     return ka[-1] == kb[-1]  # err towards conflict: same name in another database counts
 
 
+def file_level_reason(deletion_vectors: bool, partitioned: bool, row_level_mode: str) -> Optional[str]:
+    """Why a table's conflicts are checked per file whatever the statement; None when its
+    statements may be checked per row (``row_level_eligible``, when their reads are analysable).
+    ``partitioned``: partition columns and no CLUSTER BY."""
+    if row_level_mode == "off":
+        return "isolde.rowLevelConcurrency = off"
+    if not deletion_vectors:
+        return "deletion vectors are disabled"
+    if partitioned and row_level_mode != "always":
+        return "the table is partitioned (isolde.rowLevelConcurrency = always enables row level)"
+    return None
+
+
 class _Builder:
     def __init__(self, partition_columns: Iterable[str], deletion_vectors: bool, clustered: bool,
                  row_level_mode: str = "auto"):
@@ -170,17 +183,9 @@ class _Builder:
         self.notes: list[str] = []
         self.analysable = True
         self.whole = False
-        partitioned = bool(self.partition_columns) and not clustered
-        self.flags_ok = bool(deletion_vectors) and row_level_mode != "off" and (
-            row_level_mode == "always" or not partitioned)
-        if row_level_mode == "off":
-            self.flags_note = "isolde.rowLevelConcurrency = off"
-        elif not deletion_vectors:
-            self.flags_note = "deletion vectors are disabled"
-        elif partitioned and row_level_mode != "always":
-            self.flags_note = "the table is partitioned (isolde.rowLevelConcurrency = always enables it)"
-        else:
-            self.flags_note = None
+        self.flags_note = file_level_reason(deletion_vectors, bool(self.partition_columns) and not clustered,
+                                            row_level_mode)
+        self.flags_ok = self.flags_note is None
 
     def note(self, text: str) -> None:
         if text not in self.notes:

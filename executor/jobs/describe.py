@@ -126,17 +126,15 @@ def universal_formats(configuration: dict) -> list[str]:
 def effective_row_level(snap) -> tuple[str, str]:
     """How this table's writers' conflicts are checked: ("row" | "file", why)."""
     from ..log.features import row_level_mode, writer_features
+    from isolde.planner.scope import file_level_reason
 
     meta = snap.metadata
     mode = row_level_mode(meta)
     dvs = (str(meta.configuration.get("delta.enableDeletionVectors", "false")).lower() == "true"
            and "deletionVectors" in writer_features(snap.protocol, meta))
-    if mode == "off":
-        return "file", "isolde.rowLevelConcurrency = off"
-    if not dvs:
-        return "file", "deletion vectors are disabled"
-    if meta.partition_columns and not P.clustering_columns(snap) and mode != "always":
-        return "file", "the table is partitioned (isolde.rowLevelConcurrency = always enables row level)"
+    reason = file_level_reason(dvs, bool(meta.partition_columns) and not P.clustering_columns(snap), mode)
+    if reason is not None:
+        return "file", reason
     return "row", f"isolde.rowLevelConcurrency = {mode}, deletion vectors enabled"
 
 

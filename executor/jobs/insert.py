@@ -32,6 +32,7 @@ from ..session.results import DmlResult, PreparedWrite
 from ..rows.scan import scan
 from ..catalog.table_binding import handle_travels, location_key, pin
 from ..rows.target_reads import dataframe_reads, statement_reads_target
+from ..txn.statement_scope import scope_flags
 from ..rows.writer import SEP, VIOLATION_MARK, conform, identity_metadata_update, write_files
 from isolde.grammar import ast
 from isolde.grammar.dialect import DIALECT
@@ -138,7 +139,7 @@ def run_insert(ctx, stmt: ast.Insert) -> PreparedWrite:
     if elsewhere is not None:
         txn.read_whole_table()
     if self_reads:
-        scope_pred, row_level = _self_read_scope(stmt, struct, parts, dml.scope_flags(snap), elsewhere)
+        scope_pred, row_level = _self_read_scope(stmt, struct, parts, scope_flags(snap), elsewhere)
         if row_level:
             txn.enable_row_level()
         for t in self_reads:

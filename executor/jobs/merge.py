@@ -47,8 +47,7 @@ from pyspark.sql import types as T
 from pyspark.sql.window import Window
 
 from isolde.errors import AnalysisError, ColumnNotFoundError, MergeCardinalityError, TableNotFoundError
-from ..rows import bounded_rows, cdf, dml, few_rows, id_sets, inline_source
-from ..rows.driver_write import COUNTED_ROWS
+from ..rows import bounded_rows, cdf, dml, few_rows, id_sets, inline_source, routes
 from ..catalog import properties as P
 from ..catalog import schema as S
 from ..rows import store_assignment as SA
@@ -68,11 +67,6 @@ AUTO_MERGE_KEY = "spark.databricks.delta.schema.autoMerge.enabled"
 SID = "__isolde_sid"
 CLAUSE = "__isolde_cl"
 KEY_SET_LIMIT = 1000
-BROADCAST_ROWS = 500_000
-# from this many matched source rows on, each partition's rewrite broadcasts only the rows that
-# matched it (one more materialisation, ~0.3 s; below it the whole table is a small broadcast)
-SPLIT_SOURCE_ROWS = 20_000
-SPLIT_SOURCE_MAX_FILES = 2000  # a literal map over the touched files tells each pair its partition
 
 
 _bound = dml.bound_sql
@@ -168,25 +162,21 @@ def _comparison_types(spark, src_view, s_alias: str, keys, target_types: dict, s
     return out
 
 
-# LOCAL_SOURCE_ROWS: a source Spark already holds on the driver (VALUES, a small local DataFrame) of
-# at most this many rows is taken as it is, with row ids added on the driver: no materialising job,
-# and its summary is computed from its rows there (no aggregate jobs). A point upsert went from
-# 12 Spark jobs to 4.
-LOCAL_SOURCE_ROWS = 10_000
 # key comparison types whose equality and order in Python are Spark's (no NaN, no collation)
 _DRIVER_TYPES = ("TINYINT", "SMALLINT", "INT", "BIGINT", "STRING", "DATE", "TIMESTAMP", "TIMESTAMP_NTZ", "BOOLEAN")
 
 
 def _local_source(spark, src_df):
     """``src_df`` with the SRC_FLAG and SID columns as a new local relation, when Spark holds its
-    rows on the driver already (at most LOCAL_SOURCE_ROWS, types that round-trip through Arrow);
-    else None. Its row ids are literals: every pass sees the same rows with the same ids, as
-    with a checkpoint, and projections / filters of it run without a Spark job."""
+    rows on the driver already (at most ``routes.LOCAL_SOURCE_ROWS``, types that round-trip through
+    Arrow); else None. Its row ids are literals: every pass sees the same rows with the same ids,
+    as with a checkpoint, and projections / filters of it run without a Spark job; its summary
+    is computed from its rows there (no aggregate jobs)."""
     import pyarrow as pa
 
     try:
         plan = src_df._jdf.queryExecution().optimizedPlan()
-        if plan.getClass().getSimpleName() != "LocalRelation" or plan.data().size() > LOCAL_SOURCE_ROWS:
+        if plan.getClass().getSimpleName() != "LocalRelation" or plan.data().size() > routes.LOCAL_SOURCE_ROWS:
             return None
         if not all(few_rows.arrow_safe(f.dataType) for f in src_df.schema.fields):
             return None
@@ -390,7 +380,7 @@ def _source_per_partition(views, src_df, pairs_df, touched: dict):
     partition (from pass 1's pairs). A partition's rewrite then broadcasts a tenth of the
     matched rows, not all of them: a smaller hash table to build, ship and probe (measured on
     10 partitions: the rewrite 13.4 -> 11.8 s). Built on first use, once, for all partitions."""
-    if len(touched) > SPLIT_SOURCE_MAX_FILES:
+    if len(touched) > routes.SPLIT_SOURCE_MAX_FILES:
         return None
     keys = sorted({dml.partition_key(a) for a in touched.values()})
     index = {k: i for i, k in enumerate(keys)}
@@ -743,9 +733,9 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
 
     old_names = {f.name.lower() for f in target.struct.fields}
     cl = F.col(CLAUSE)
-    # every touched file takes a deletion vector (dml.choose_mode): only the changed rows are
+    # every touched file takes a deletion vector (routes.MODE): only the changed rows are
     # needed, and pass 1 can keep them (one scan of the target, not two)
-    single_pass = target.deletion_vectors
+    single_pass = routes.choose_mode(target.deletion_vectors) == routes.DV
     kept_ids = None  # the materialised row-id column the single pass writes updated rows with
 
     def old_value(f):
@@ -785,9 +775,18 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                          for i, cols in flat_updates.items())
         return f"CASE {cases} END AS {q(f.name)}" if cases else f"CAST(NULL AS {type_sql}) AS {q(f.name)}"
 
-    # join strategy: the source is usually the small side. Broadcast it when small, else hash it
-    # (a shuffled hash join never sorts the target side); FULL OUTER cannot broadcast.
-    broadcast = n_source <= BROADCAST_ROWS
+    # an inner join's source keys bound the target rows pass 1 can pair (target_key_filter)
+    key_filter = target_key_filter(keys, key_values, summary.comparison_types, types, target.partition_columns) \
+        if files and single_pass and not by_source else None
+    # pass 1's routes: how its pairs are found (routes.FIND), its source as literals or joined
+    # (routes.PASS1_SOURCE), and the join: the source is usually the small side, broadcast when
+    # small, else hashed (a shuffled hash join never sorts the target side; routes.SOURCE_JOIN).
+    # FULL OUTER cannot broadcast.
+    facts = routes.Statement(kind=routes.MERGE, deletion_vectors=single_pass, source_rows=n_source,
+                             matched=bool(matched), by_source=bool(by_source), local_source=local is not None,
+                             key_filtered=key_filter is not None, plain_on=inline_source.plain(stmt.on.tree))
+    find_route = routes.choose(routes.FIND, facts)
+    broadcast = routes.choose(routes.SOURCE_JOIN, facts) == routes.BROADCAST
     shuffle_hint = f"/*+ SHUFFLE_HASH({q(s_alias)}) */"
     hint = f"/*+ BROADCAST({q(s_alias)}) */" if broadcast else shuffle_hint
     ta, sa = q(t_alias), q(s_alias)
@@ -849,16 +848,13 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                                                              (kept_ids,) if kept_ids is not None else ())
             joined = f"{hint} {', '.join([f'{ta}.*', f'{sa}.{SID} AS sid', f'{clause_sql} AS {CLAUSE}'] + value_cols)}"
             pairing = f"{join} {src_view} AS {sa} ON ({on})"
-            if not by_source:  # an inner join: the source's keys bound the target rows it can pair
-                key_filter = target_key_filter(keys, key_values, summary.comparison_types, types,
-                                               target.partition_columns)
-                if key_filter is not None:
-                    target_rows = target_rows.filter(key_filter)
-                    if local is not None and n_source <= inline_source.INLINE_ROWS and inline_source.plain(stmt.on.tree):
-                        # the few source rows as literals beside each kept target row: no broadcast job
-                        generated = inline_source.lateral_view(src_df.collect(), src_df.schema, s_alias, q)
-                        if generated is not None:
-                            joined, pairing = joined.replace(hint, "", 1), f"{generated} WHERE ({on})"
+            if key_filter is not None:
+                target_rows = target_rows.filter(key_filter)
+            if routes.choose(routes.PASS1_SOURCE, facts) == routes.INLINE:
+                # the few source rows as literals beside each kept target row: no broadcast job
+                generated = inline_source.lateral_view(src_df.collect(), src_df.schema, s_alias, q)
+                if generated is not None:
+                    joined, pairing = joined.replace(hint, "", 1), f"{generated} WHERE ({on})"
             pass1_rows = guarded(spark.sql(f"SELECT {joined} FROM {views.add(target_rows, 'target')} AS {ta} {pairing}"))
             file_path = after_join.file_path_sql() if not kept_ids else None
             if file_path is not None:
@@ -877,13 +873,13 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                 pass1_rows = pass1_rows.select(*[acting_value(f).alias(f.name) for f in struct.fields],
                                                file_col, ROW_COL, "sid", CLAUSE,
                                                *([stable_row_id(files, kept_ids)] if kept_ids else []))
-            if matched and not by_source and n_source <= few_rows.FEW_ROWS:
+            if find_route == routes.POINT:
                 # a few source rows: their pairs come to the driver in one job, no checkpoint
                 with phase("find"):
                     few = few_rows.collect_few(pass1_rows, files=files)
                 if few is not None:
                     pass1_table, pass1_rows = few
-            elif matched and not by_source and n_source <= COUNTED_ROWS:
+            elif find_route == routes.BOUNDED:
                 # up to the rows the driver writes: the pairs with the updated rows as they are
                 # written, in one job (bounded_rows); the write takes those rows from here
                 with phase("find"):
@@ -987,7 +983,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
         elif pass2_source is not None:
             n_matched = matched_sids.count()  # materialised: a cheap count
         else:
-            n_matched = BROADCAST_ROWS + 1  # not counted: do not broadcast the matched ids
+            n_matched = routes.BROADCAST_ROWS + 1  # not counted: do not broadcast the matched ids
     scanned = time.time()
     metrics["numTargetRowsUpdated"] = upd_total
     metrics["numTargetRowsDeleted"] = del_total
@@ -1123,7 +1119,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                 # no row leaves its partition: dml may write each touched partition in its own job,
                 # each joined with only the source rows that matched that partition's files
                 source_of = _source_per_partition(views, src_df, pairs_df, touched) \
-                    if pass2_source is not None and n_matched >= SPLIT_SOURCE_ROWS else None
+                    if pass2_source is not None and n_matched >= routes.SPLIT_SOURCE_ROWS else None
 
                 def changes_in(adds):
                     view = source_of(dml.partition_key(adds[0])) if source_of is not None else None
@@ -1157,7 +1153,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                 if updated_on_driver is not None:  # pass 1 is not materialised: the ids from the driver
                     matched_sids = spark.createDataFrame(pa.table({"sid": pa.array(matched_sid_values, pa.int64())}))
                 ids = views.add(matched_sids() if callable(matched_sids) else matched_sids, "matched")
-                ids_hint = "/*+ BROADCAST(m) */" if n_matched <= BROADCAST_ROWS else ""
+                ids_hint = "/*+ BROADCAST(m) */" if n_matched <= routes.BROADCAST_ROWS else ""
                 query = (f"SELECT {ids_hint} {sel} FROM {src_view} AS {sa} "
                          f"LEFT ANTI JOIN {ids} AS m ON {sa}.{SID} = m.sid")
             values = [insert_sql(f) for f in struct.fields]

@@ -173,7 +173,7 @@ def _dml_reads(ctx, stmt, table: ast.TableRef) -> list[str]:
 
 
 def _dml_mode(ctx, table: ast.TableRef) -> str:
-    """How UPDATE / DELETE / MERGE will write (the flag dml.choose_mode follows)."""
+    """How UPDATE / DELETE / MERGE will write (the flag routes.choose_mode follows)."""
     from ..txn.statement_scope import scope_flags
 
     try:

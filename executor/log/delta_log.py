@@ -56,7 +56,7 @@ from .features import (
     writer_features,
 )
 from .snapshot import ReplayState, Snapshot
-from .store import LocalLogStore, LogStore, is_object_store_path, store_for_path  # noqa: F401
+from .store import LogStore, is_object_store_path, store_for_path
 
 _log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ bounds after a change.
 
 Reading needs no per-file cast: Spark 4's Parquet readers (vectorized and parquet-mr, nested
 too) widen every change in Delta's list natively (measured on Spark 4.3, files written by Spark
-and by pyarrow; tests/spark/test_type_widening.py keeps it true).
+and by pyarrow; tests/executor/jobs/test_type_widening.py keeps it true).
 """
 
 from __future__ import annotations

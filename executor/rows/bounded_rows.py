@@ -6,7 +6,7 @@ lazy checkpoint, filled by the job that built the deletion vectors in Spark (a b
 aggregate behind a shuffle), then a second job reading the checkpoint into Arrow for the
 driver's writer (``driver_write.write_counted_rows``), plus the checkpoint's own planning; a
 MERGE's pass 1 (its target rows paired with source rows) the same. When the rows are few
-enough for the driver to write them (``driver_write.COUNTED_ROWS`` rows and ``COUNTED_BYTES``
+enough for the driver to write them (``routes.COUNTED_ROWS`` rows and ``COUNTED_BYTES``
 by their types' sizes), ``collect_changed`` instead runs one job that computes them exactly
 as they are written (``dml.conform_changed``: casts, NOT NULL and CHECK constraints,
 generated columns, stable row ids), each with its file and position (a MERGE's pairs also
@@ -29,12 +29,8 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from . import routes
 from .scan import FILE_COL, ORD_COL, ROW_COL
-
-# (file, row) pairs a DELETE brings to the driver (``collect_positions``); past them Spark builds
-# the bitmaps. A DELETE writes no row, so unlike an UPDATE's rows (``driver_write.COUNTED_ROWS``)
-# its positions are all the driver would receive: kept at ~26 MB of Arrow.
-POSITION_ROWS = 262_144
 
 
 def collect_changed(ctx, target, metadata, rows: DataFrame, row_ids: Optional[str], files, passthrough=(),
@@ -52,7 +48,7 @@ def collect_changed(ctx, target, metadata, rows: DataFrame, row_ids: Optional[st
     statement's median 0.77 -> 0.71 s)."""
     from . import few_rows
     from .dml import conform_changed
-    from .driver_write import COUNTED_BYTES, COUNTED_ROWS, arrow_bytes, writable_schema
+    from .driver_write import arrow_bytes, writable_schema
 
     carried = (FILE_COL, ROW_COL, *passthrough)
     rows = conform_changed(target, metadata, rows, row_ids, passthrough=carried, only_where=only_where)
@@ -62,7 +58,7 @@ def collect_changed(ctx, target, metadata, rows: DataFrame, row_ids: Optional[st
     # each row carries its file's path: counted at the longest path's length, not a guess
     path_bytes = 4 + max((len(a.path.encode()) for a in files), default=0)
     row_bytes = path_bytes + sum(arrow_bytes(f.dataType) for f in rows.schema.fields if f.name != FILE_COL)
-    limit = min(COUNTED_ROWS, COUNTED_BYTES // max(row_bytes, 1))
+    limit = routes.counted_limit(row_bytes)
     by_ordinal = paths is not None and ORD_COL in passthrough
     if by_ordinal:
         rows = rows.drop(FILE_COL)  # (Spark then never builds it)
@@ -75,14 +71,15 @@ def collect_changed(ctx, target, metadata, rows: DataFrame, row_ids: Optional[st
 def collect_positions(ctx, rows: DataFrame, files) -> Optional[dict]:
     """A DELETE's positions (``rows``: its deleted rows over the candidate ``files``, with
     ``_isolde_file`` and ``_isolde_row``) as AddFile path -> ``BitMap64``, from at most
-    ``POSITION_ROWS`` (file, row) pairs brought to the driver by one job with no shuffle; None
+    ``routes.POSITION_ROWS`` (file, row) pairs brought to the driver by one job with no shuffle; None
     when there are more (the caller builds its bitmaps in Spark, ``row_bitmaps``). Spark's
     bitmap aggregate needs a second stage behind a shuffle: a DELETE of 0.1% of a 10M-row
     table took 0.88 s that way, 0.70 s this way (medians of six interleaved pairs)."""
     from . import few_rows
 
     pairs = rows.select(FILE_COL, ROW_COL)
-    table = few_rows.collect_bounded(pairs, POSITION_ROWS, few_rows.scan_tasks(ctx.spark, [a.size or 0 for a in files]))
+    tasks = few_rows.scan_tasks(ctx.spark, [a.size or 0 for a in files])
+    table = few_rows.collect_bounded(pairs, routes.POSITION_ROWS, tasks)
     return None if table is None else positions_of(table)
 
 
@@ -96,7 +93,8 @@ def collect_live_positions(ctx, rows: DataFrame, files, after) -> Optional[dict]
     from .scan import ORD_COL
 
     pairs = rows.select(ORD_COL, ROW_COL)
-    table = few_rows.collect_bounded(pairs, POSITION_ROWS, few_rows.scan_tasks(ctx.spark, [a.size or 0 for a in files]))
+    tasks = few_rows.scan_tasks(ctx.spark, [a.size or 0 for a in files])
+    table = few_rows.collect_bounded(pairs, routes.POSITION_ROWS, tasks)
     return None if table is None else after.live_positions(table)
 
 

@@ -11,7 +11,7 @@ A statement describes its effect as one DataFrame ``changes`` over the rows of t
 *touched* target files, with the table's columns (new values for updated rows) plus
 ``_isolde_file`` / ``_isolde_row`` (where the row lives now) and ``_isolde_action``
 ('keep' | 'update' | 'delete' | 'insert'; insert rows have no file), and optionally a
-separate DataFrame of ``inserted`` rows. One place, ``choose_mode``, decides per touched file:
+separate DataFrame of ``inserted`` rows. One place, ``routes.MODE``, decides per touched file:
 
 * ``rewrite`` (copy-on-write): the file's surviving rows ('keep' + 'update') go to new files
   and the file is removed (dataChange=true);
@@ -24,8 +24,9 @@ separate DataFrame of ``inserted`` rows. One place, ``choose_mode``, decides per
   numDeletionVectorsRemoved (files with a vector removed outright), numRemovedFiles (files
   removed outright).
 
-Today ``choose_mode`` picks ``dv`` whenever the table has ``delta.enableDeletionVectors`` =
-true and the deletionVectors feature, else ``rewrite``.
+Today ``routes.choose_mode`` picks ``dv`` whenever the table has ``delta.enableDeletionVectors`` =
+true and the deletionVectors feature, else ``rewrite``. How the changed rows are found (on the
+driver or in Spark) is ``routes.FIND``'s.
 
 UPDATE / DELETE run two passes over the snapshot: (1) the candidate files (pruned by the
 conflict scope) -> rows matching per file = the touched files; (2) the touched files only ->
@@ -54,7 +55,7 @@ from pyspark.sql import DataFrame, functions as F
 from pyspark.sql import types as T
 
 from isolde.errors import AnalysisError
-from . import cdf, few_rows
+from . import cdf, few_rows, routes
 from ..catalog import schema as S
 from . import store_assignment as SA
 from ..runtime.phases import phase
@@ -66,14 +67,9 @@ from isolde.grammar.dialect import sql as render_sql
 
 ACTION_COL = "_isolde_action"
 KEEP, UPDATE, DELETE, INSERT = "keep", "update", "delete", "insert"
-REWRITE, DV = "rewrite", "dv"
 # A partitioned copy-on-write rewrite writes each touched partition in its own Spark job (no
-# partitionBy sort, which spills on big rewrites) when there are at most MAX_GROUP_JOBS of them
-# holding GROUP_MIN_BYTES on average; a job costs ~0.3-0.5 s of fixed overhead on 2 cores, so
-# small rewrites are faster as one sorted partitionBy write. Measured at 10M rows / 10 partitions
-# (30 MB per partition): UPDATE 24.6 s sorted -> 17.9 s grouped; at 1M (6 MB) grouping was slower.
-MAX_GROUP_JOBS = 64
-GROUP_MIN_BYTES = 16 << 20
+# partitionBy sort, which spills on big rewrites) when ``routes.jobs_per_partition`` says so
+# (few partitions holding enough bytes each) ...
 # ... unless ONE job can write them all, a folder per partition (``write_partition_slices``): no
 # job per partition, no partitionBy. Measured on that table (medians of 5 interleaved pairs): UPDATE
 # 5.5 -> 5.1 s, DELETE 5.3 -> 5.0 s, MERGE 100k upsert 11.5 -> 9.8 s. False forces the plans above (tests).
@@ -167,13 +163,6 @@ def open_target(ctx, ref) -> Target:
     metadata = snap.metadata
     return Target(ctx, handle, log, txn, snap, metadata, S.metadata_schema(metadata),
                   S.partition_columns(metadata), handle.path, handle.name)
-
-
-def choose_mode(target: Target, add, changed_rows: int) -> str:
-    """Per touched file: write a deletion vector or rewrite the file (the one place that decides)."""
-    if target.deletion_vectors:
-        return DV
-    return REWRITE
 
 
 @dataclass
@@ -369,9 +358,9 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
     struct = S.metadata_schema(metadata)
     cols = [f.name for f in struct.fields]
     changed_rows = changed_rows or {}
-    modes = {p: choose_mode(target, add, changed_rows.get(p, 0)) for p, add in touched.items()}
-    rewrite = sorted(p for p, m in modes.items() if m == REWRITE)
-    dv_files = sorted(p for p, m in modes.items() if m == DV)
+    mode = routes.choose_mode(target.deletion_vectors)  # (the same for every touched file today)
+    rewrite = sorted(touched) if mode == routes.REWRITE else []
+    dv_files = sorted(touched) if mode == routes.DV else []
     out = ChangeSet()
     now = int(time.time() * 1000)
 
@@ -422,7 +411,7 @@ def apply_changes(ctx, target: Target, changes: Optional[DataFrame], touched: di
                 out.add_written(flat)
                 groups = {}
                 changes = None
-        if len(groups) > MAX_GROUP_JOBS or size < GROUP_MIN_BYTES * len(groups):
+        if not routes.jobs_per_partition(len(groups), size):
             groups = {}
     if groups:
         sel = [S.column(c) for c in cols if c not in generated]
@@ -658,14 +647,14 @@ def _plain_struct(struct):
 def can_write_slices(target: Target, adds, metadata=None) -> bool:
     """May the rewrite of ``adds`` be tried as ONE job with a folder per partition
     (``write_partition_slices``)? Copy-on-write of a partitioned table whose partition values
-    are not generated, at most MAX_GROUP_JOBS partitions, and every file's live row count known
+    are not generated, at most ``routes.MAX_GROUP_JOBS`` partitions, and every file's live row count known
     exactly (numRecords, no deletion vector): the row-count check after the job needs it."""
     metadata = metadata or target.metadata
     parts = {p.lower() for p in target.partition_columns}
     return (SLICE_WRITES and bool(adds) and bool(parts) and not target.deletion_vectors
             and not any(S.is_generated(f) and f.name.lower() in parts for f in S.metadata_schema(metadata).fields)
             and all(a.num_records is not None and a.deletion_vector is None for a in adds)
-            and len({partition_key(a) for a in adds}) <= MAX_GROUP_JOBS)
+            and len({partition_key(a) for a in adds}) <= routes.MAX_GROUP_JOBS)
 
 
 def plan_slice_write(ctx, target: Target, changes: DataFrame, slices, metadata=None):
@@ -1182,6 +1171,12 @@ def _run_update_delete(ctx, stmt, is_update: bool, target: Target, started: floa
         by_path = {a.path: a for a in files}
         nondet = has_nondeterminism(stmt.where.tree if stmt.where is not None else None,
                                     *[a.value.tree for a in assignments])
+        # every touched file takes a deletion vector, or none does (routes.MODE)
+        dv_only = routes.choose_mode(target.deletion_vectors) == routes.DV
+        # the changed rows found on the driver (point, bounded) or in Spark (routes.FIND)
+        find_route = routes.choose(routes.FIND, routes.Statement(
+            kind=routes.UPDATE if is_update else routes.DELETE, deletion_vectors=dv_only, deterministic=not nondet,
+            file_rows=routes.file_rows(files)))
         cond = bound_sql(ctx, stmt.where, views, target)
         set_sql = []
         set_types = None
@@ -1195,9 +1190,9 @@ def _run_update_delete(ctx, stmt, is_update: bool, target: Target, started: floa
         # a deletion-vector UPDATE writes its rows with their stable row ids (row tracking)
         kept_ids = kept_row_id_column(target.metadata, files) if is_update and target.deletion_vectors else None
 
-        # a deletion-vector UPDATE may bring its changed rows to the driver (bounded_rows): they
-        # carry their file's ordinal, not its path (a string per row costs its Arrow transfer)
-        ordinal = is_update and target.deletion_vectors and not nondet
+        # an UPDATE may bring its changed rows to the driver (bounded_rows): they carry their
+        # file's ordinal, not its path (a string per row costs its Arrow transfer)
+        ordinal = is_update and find_route != routes.SPARK
 
         def flagged_over(file_list, ids=True, df=None, only_true=False):
             """The rows with the condition's truth (``__isolde_c``) and the new values. With
@@ -1240,7 +1235,6 @@ def _run_update_delete(ctx, stmt, is_update: bool, target: Target, started: floa
         # rows stay in their file's partition unless a partition column is assigned
         part_lower = {p.lower() for p in target.partition_columns}
         moves = any(a.column[0].lower() in part_lower for a in assignments)
-        dv_only = target.deletion_vectors  # every touched file takes a deletion vector (choose_mode)
         # a deletion-vector DML needs only the rows the condition is TRUE for (a non-deterministic
         # condition is evaluated once, over every row, and checkpointed)
         only_true = dv_only and not nondet
@@ -1248,7 +1242,7 @@ def _run_update_delete(ctx, stmt, is_update: bool, target: Target, started: floa
         # (no broadcast join of their bitmaps before the condition): the rows deleted already
         # are taken out of the positions found, on the driver (``bounded_rows``)
         deferred = None
-        if dv_only and not is_update and not nondet and not cdf.enabled(target.metadata) \
+        if find_route == routes.BOUNDED and not is_update and not cdf.enabled(target.metadata) \
                 and not target.live_rows_first:
             unfiltered, deferred = scan_rows_for_join(ctx, target, files)
             flagged = flagged_over(files, only_true=True, df=unfiltered)
@@ -1276,19 +1270,19 @@ def _run_update_delete(ctx, stmt, is_update: bool, target: Target, started: floa
                     return changes_over(changed_base, row_id_items)
 
                 # an UPDATE builds them only for the route that needs them (each is an analysis)
-                changed_rows = changed_rows_of if is_update and not nondet else changed_rows_of()
+                changed_rows = changed_rows_of if is_update and find_route != routes.SPARK else changed_rows_of()
             few = None
-            if is_update and not nondet:
+            if find_route == routes.POINT:
+                # a point UPDATE: its rows come to the driver in one job, no checkpoint (few_rows)
+                with phase("find"):
+                    few = few_rows.collect_few(changed_rows(), files=files)
+            if is_update and find_route != routes.SPARK:
                 from . import bounded_rows
 
-                if few_rows.small_scan(files):
-                    # a point UPDATE: its rows come to the driver in one job, no checkpoint (few_rows)
-                    with phase("find"):
-                        few = few_rows.collect_few(changed_rows(), files=files)
                 if few is None:
                     # up to the rows the driver writes (a point attempt over small files that
-                    # found more too: a second scan of at most SMALL_SCAN_ROWS rows): computed
-                    # as written, with their positions, in one job (bounded_rows)
+                    # found more too: a second scan of at most routes.SMALL_SCAN_ROWS rows):
+                    # computed as written, with their positions, in one job (bounded_rows)
                     with phase("find"):
                         found = bounded_rows.collect_changed(
                             ctx, target, target.metadata, changes_over(changed_base, [ORD_COL] + row_id_items),
@@ -1296,7 +1290,7 @@ def _run_update_delete(ctx, stmt, is_update: bool, target: Target, started: floa
                     if found is not None:
                         positions = bounded_rows.positions_of(found)
                         rows_on_driver = bounded_rows.written_part(found, kept_ids, target.metadata)
-            elif not nondet:
+            elif find_route == routes.BOUNDED:
                 # a DELETE's positions, grouped on the driver when they are few enough (one
                 # job, no shuffle: bounded_rows), else by Spark's bitmap aggregate below
                 from . import bounded_rows

@@ -7,20 +7,20 @@ time. For a point MERGE that was ~150 ms of ~0.5 s; reading the rows into Arrow 
 the file with pyarrow took ~45 ms (interleaved, one JVM).
 
 ``write_local_rows`` takes that route when every leaf of the plan is a local relation and the
-rows are at most ``DRIVER_WRITE_ROWS``. The rows are computed by Spark as before: casts, NOT
+rows are at most ``routes.DRIVER_WRITE_ROWS``. The rows are computed by Spark as before: casts, NOT
 NULL and CHECK constraints, generated and identity columns all run where Spark hands the rows
 over (``few_rows.rows_as_arrow``: no job at all when the optimiser folds the plan into one
 local relation of flat columns, else one). Only the Parquet encoding changes hands. It writes
 what Spark's writer writes: one file per partition, partition columns only in Hive-style
 folders (Spark's escaping), INT64 microsecond timestamps, decimals as INT32 / INT64 up to 18
-digits, 3-level lists (tests/spark/test_driver_write.py compares the two). Everything else
+digits, 3-level lists (tests/executor/rows/test_driver_write.py compares the two). Everything else
 takes Spark's writer: column mapping (physical names, field ids), IcebergCompat (partition
 values in the files), partition columns of other types than strings, integers, booleans and
 dates, and types Arrow does not carry back exactly (``few_rows.arrow_safe``).
 
 ``write_counted_rows`` takes the same route for rows of any plan that the statement has
 counted before it writes them: a deletion-vector UPDATE's changed rows and a MERGE's changed
-and new rows (at most ``COUNTED_ROWS`` and, by their types' sizes, ``COUNTED_BYTES``). Spark
+and new rows (at most ``routes.COUNTED_ROWS`` and, by their types' sizes, ``COUNTED_BYTES``). Spark
 computes them in one job into Arrow, with no shuffle to gather each partition's rows into one
 task and no write job. The 10M-row benchmark's UPDATE of 100k rows: write 0.42-0.74 ->
 0.21-0.28 s; its MERGE of 50k updated and 50k new rows: 0.65-0.83 -> 0.27-0.40 s
@@ -41,12 +41,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from ..catalog import schema as S
+from . import routes
 
-DRIVER_WRITE_ROWS = 1000
-# rows a statement counted before writing them (``write_counted_rows``): at most this many,
-# and this many bytes in Arrow by their types' sizes
-COUNTED_ROWS = 1 << 20
-COUNTED_BYTES = 128 << 20
 # bytes a value of a variable-length type (strings, binary) is assumed to take, beside its offset
 _VARIABLE_BYTES = 32
 # partition column types whose folder value Python writes exactly as Spark's cast to STRING does
@@ -163,8 +159,8 @@ def write_local_rows(ctx, df: DataFrame, table_path: str, metadata, data_change:
     if not eligible(df, metadata, parts):
         return None
     with phase("write"):
-        table = rows_as_arrow(without_adaptive(_under_coalesce(df).limit(DRIVER_WRITE_ROWS + 1)))
-    if table.num_rows > DRIVER_WRITE_ROWS:
+        table = rows_as_arrow(without_adaptive(_under_coalesce(df).limit(routes.DRIVER_WRITE_ROWS + 1)))
+    if table.num_rows > routes.DRIVER_WRITE_ROWS:
         return None
     return _write_table(df.sparkSession, table, table_path, metadata, data_change, hidden)
 
@@ -183,13 +179,12 @@ def write_counted_rows(ctx, df: DataFrame, table_path: str, metadata, data_chang
     parts = S.partition_columns(metadata)
     row_bytes = sum(arrow_bytes(f.dataType) for f in df.schema.fields)
     rows_at_most += with_rows.num_rows if with_rows is not None else 0
-    if rows_at_most > COUNTED_ROWS or rows_at_most * row_bytes > COUNTED_BYTES or \
-            not writable(df, metadata, parts):
+    if not routes.driver_writes(rows_at_most, row_bytes) or not writable(df, metadata, parts):
         return None
     with phase("write"):
         # a few rows of a local relation (a point statement's) come as Rows with no job at all;
         # more would cost more as Python objects than toArrow's job
-        few_local = rows_at_most <= DRIVER_WRITE_ROWS and _all_leaves_local(df)
+        few_local = rows_at_most <= routes.DRIVER_WRITE_ROWS and _all_leaves_local(df)
         table = rows_as_arrow(without_adaptive(_under_coalesce(df))) if few_local else df.toArrow()
     if with_rows is not None:
         import pyarrow as pa

@@ -5,12 +5,12 @@ materialised by a lazy checkpoint and read by a bitmap aggregate (two stages, a 
 the deletion vectors; the write then read the checkpoint. Checkpointing costs a planning pass
 of its own (analysis, adaptive execution, the RDD's closure check): about a third of a point
 MERGE's driver time. When the source has few rows, ``collect_few`` instead runs pass 1 once
-into Arrow (at most ``FEW_ROWS`` + 1 rows, so a key that is not unique in the target cannot
+into Arrow (at most ``routes.FEW_ROWS`` + 1 rows, so a key that is not unique in the target cannot
 flood the driver: then the caller takes its usual route); the deletion vectors' positions are
 counted on the driver from those rows, and the write reads them back as a local relation,
 which Spark scans without a job of its own (and ``driver_write`` hands to pyarrow, no write
 job either). A point UPDATE takes the same route when its candidate files are small
-(``small_scan``).
+(``routes.FIND``).
 """
 
 from __future__ import annotations
@@ -21,15 +21,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from ..catalog.schema import nested_types
-
-FEW_ROWS = 1000  # rows a statement may bring to the driver this way
-# An UPDATE does not know beforehand how many rows its condition selects: it tries this route
-# only when its candidate files hold at most this many rows, so a try that finds more than
-# FEW_ROWS costs at most one scan of a small set of files.
-SMALL_SCAN_ROWS = 250_000
-# A point statement over files of at most this many rows runs its job interpreted: no class
-# compiled for it (``spark.without_adaptive``)
-INTERPRETED_ROWS = 131_072
+from . import routes
 
 
 _ARROW_SAFE = (T.StructType, T.ArrayType, T.MapType, T.BooleanType, T.ByteType, T.ShortType, T.IntegerType,
@@ -53,14 +45,14 @@ def collect_few(df: DataFrame, limit: Optional[int] = None, files=None) -> Optio
     """``(Arrow table, local DataFrame)`` of ``df``'s rows when it has at most ``limit``, in one
     Spark job (its limit stops each task after ``limit`` + 1 rows); None when it has more, or a
     column's type does not survive the round trip (the caller then materialises ``df`` in Spark).
-    ``files``: the AddFiles ``df`` scans; when they hold at most ``INTERPRETED_ROWS`` rows the job
-    runs without generated code (``spark.without_adaptive``)."""
+    ``files``: the AddFiles ``df`` scans; when they hold at most ``routes.INTERPRETED_ROWS`` rows
+    the job runs without generated code (``spark.without_adaptive``)."""
     from ..runtime.spark import without_adaptive
 
-    limit = FEW_ROWS if limit is None else limit
+    limit = routes.FEW_ROWS if limit is None else limit
     if not all(arrow_safe(f.dataType) for f in df.schema.fields):
         return None
-    interpreted = files is not None and rows_at_most(files, INTERPRETED_ROWS) and _no_subquery(df)
+    interpreted = files is not None and routes.interpreted(files) and _no_subquery(df)
     table = without_adaptive(df.limit(limit + 1), interpreted=interpreted).toArrow()
     if table.num_rows > limit:
         return None
@@ -161,21 +153,6 @@ def scan_tasks(spark, sizes: list) -> int:
             tasks, current = tasks + 1, 0
         current += piece + open_cost
     return tasks + (1 if current else 0)
-
-
-def small_scan(files) -> bool:
-    """Do the files (AddFiles) hold at most SMALL_SCAN_ROWS rows by their statistics?"""
-    return rows_at_most(files, SMALL_SCAN_ROWS)
-
-
-def rows_at_most(files, bound: int) -> bool:
-    """Do the files (AddFiles) hold at most ``bound`` rows by their statistics?"""
-    total = 0
-    for add in files:
-        if add.num_records is None:
-            return False
-        total += add.num_records
-    return total <= bound
 
 
 _FLAT_TYPES = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,

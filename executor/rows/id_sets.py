@@ -6,19 +6,19 @@ in it in the lower 33). The rows to insert are the others. A broadcast anti join
 DataFrame of the matched ids costs a Spark job of its own (~45 ms for 50k ids from pass 1's
 11 partitions) plus its planning. Here the ids become a literal instead:
 
-- up to ``IN_LIST_IDS`` ids, ``id IN (...)`` (Spark turns it into a hash set past 10 values);
+- up to ``routes.IN_LIST_IDS`` ids, ``id IN (...)`` (Spark turns it into a hash set past 10 values);
 - beyond, a bitmap per source partition, one bit per row up to the partition's last matched
   row, all partitions in one binary literal; a row's bit is found by its partition's offset
   and length (a CASE over the few partitions) and read with ``substr`` on the binary;
-- past ``BITMAP_MAX_BYTES`` of bitmap (4M source rows), None: the caller joins.
+- past ``routes.BITMAP_MAX_BYTES`` of bitmap (4M source rows), None: the caller joins.
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
-IN_LIST_IDS = 256
-BITMAP_MAX_BYTES = 512 << 10
+from . import routes
+
 _ROW_BITS = 33  # monotonically_increasing_id: the row's place in its partition
 _ROW_MASK = (1 << _ROW_BITS) - 1
 
@@ -32,7 +32,7 @@ def membership_sql(ids, column: str) -> Optional[str]:
     n = len(ids)
     if n == 0:
         return "false"
-    if n <= IN_LIST_IDS:
+    if routes.choose(routes.MATCHED_IDS, n) == routes.IN_LIST:
         return f"{column} IN ({', '.join(str(int(x)) for x in ids)})"
     values = np.fromiter(ids, dtype=np.uint64, count=n)
     partitions = values >> np.uint64(_ROW_BITS)
@@ -42,7 +42,7 @@ def membership_sql(ids, column: str) -> Optional[str]:
     for p in np.unique(partitions):
         mine = rows[partitions == p]
         length = int(mine.max()) // 8 + 1
-        if offset + length > BITMAP_MAX_BYTES:
+        if offset + length > routes.BITMAP_MAX_BYTES:
             return None
         bits = np.zeros(length * 8, dtype=np.uint8)
         bits[mine.astype(np.int64)] = 1

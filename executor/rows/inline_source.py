@@ -8,7 +8,7 @@ row that passed the key filter meets each source row in the scan's own task, and
 WHERE: the same pairs as the inner join, one job fewer.
 
 Only where that is no more work than the join: an inner join (no NOT MATCHED BY SOURCE), a key
-filter that keeps only target rows some source key equals, and at most ``INLINE_ROWS`` source
+filter that keeps only target rows some source key equals, and at most ``routes.INLINE_ROWS`` source
 rows (each kept target row is compared with every source row). Only the types whose literals
 are written here exactly; any other source keeps the broadcast join.
 """
@@ -23,9 +23,8 @@ from typing import Optional
 import sqlglot.expressions as exp
 from pyspark.sql import types as T
 
+from . import routes
 from .dml import has_nondeterminism
-
-INLINE_ROWS = 8  # source rows written as literals; each kept target row meets every one
 
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 
@@ -87,7 +86,7 @@ def lateral_view(rows, schema: T.StructType, alias: str, quote) -> Optional[str]
     ``Row``s of ``schema``) with their exact types, or None when a value or type is not
     written here (or there are no rows: the generator would drop every target row, which an
     inner join does too, but the caller's plan for that case needs no change)."""
-    if not rows or len(rows) > INLINE_ROWS:
+    if not rows or len(rows) > routes.INLINE_ROWS:
         return None
     structs = []
     for row in rows:

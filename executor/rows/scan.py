@@ -36,35 +36,30 @@ from ..catalog import variant
 from ..log import type_widening
 from ..log.stats import nan_free_columns
 from ..txn import predicates as txn_predicates
+from . import routes
 
 FILE_COL = "_isolde_file"
 ROW_COL = "_isolde_row"
 _KEY = FILE_KEY_COL = "_isolde_key"
 # Each row's file (its ordinal, then AddFile path and partition values) is a literal map lookup
-# for up to this many files, keyed by the file's size where unique, else by its path
-# (``_with_file_ordinals``); past that a broadcast join on the path. The map compares the key
-# with each file's in turn. Measured with path keys (row ids + group by file): 10 files / 10M
-# rows 1.34 s map vs 2.08 s join; 400 files / 4M rows 4.46 s map vs 1.14 s join. Keyed by size
-# the map and the join cross near 100 files (10M rows in 1,230 files, row-id scans of subsets).
-MAP_LOOKUP_MAX_FILES = 48
+# for up to ``routes.MAP_LOOKUP_MAX_FILES`` files, keyed by the file's size where unique, else by
+# its path (``_with_file_ordinals``); past that a broadcast join on the path. The map compares
+# the key with each file's in turn. Measured with path keys (row ids + group by file): 10 files /
+# 10M rows 1.34 s map vs 2.08 s join; 400 files / 4M rows 4.46 s map vs 1.14 s join. Keyed by
+# size the map and the join cross near 100 files (10M rows in 1,230 files, row-id scans of subsets).
 # Deletion vectors are applied per row as a bit test: a broadcast table holds, per file with a
 # vector, the vector as dense 64-bit words (one bit per row up to its last deleted row), joined
 # on the row's file ordinal; ``_metadata.row_index`` picks the bit. A hash anti join on the
 # deleted rows' (file, row) keys probes a table of every deleted row, which misses the CPU cache
 # once it is big. Measured on 10M rows / 10 files, 100k rows deleted (count + sum, medians of 5):
 # no vectors 0.90 s, bitmaps 0.93 s, anti join on (ordinal, row) 1.73 s, on (path, row) 2.7 s.
-# Past DV_BITMAP_MAX_BYTES of words, and if the deleted rows' keys (16 bytes each) would be
-# smaller, the anti join is used: a sparse vector over a huge table.
-DV_BITMAP_MAX_BYTES = 64 << 20
-# Up to this many deleted rows (all files of a scan together) are tested as literals
-# (``row IN (...)`` per file ordinal): no broadcast, so no broadcast job. Point statements run
-# one job fewer each (issue 23); Spark turns the IN list into a hash set past 10 values.
-DV_INLINE_MAX_ROWS = 128
+# Past ``routes.DV_BITMAP_MAX_BYTES`` of words, and if the deleted rows' keys (16 bytes each)
+# would be smaller, the anti join is used: a sparse vector over a huge table.
+# Up to ``routes.DV_INLINE_MAX_ROWS`` deleted rows (all files of a scan together) are tested as
+# literals (``row IN (...)`` per file ordinal): no broadcast, so no broadcast job. Point
+# statements run one job fewer each (issue 23); Spark turns the IN list into a hash set past 10 values.
 _ORD = ORD_COL = "_isolde_ord"
 _WORDS = "_isolde_dv_words"
-# ``scan_by_partition`` reads up to this many files as one scan, a task per file (when that
-# makes no more tasks than a union of one scan per partition, whose splits pack small files)
-ONE_SCAN_MAX_FILES = 64
 _NULL_FOLDER = "__HIVE_DEFAULT_PARTITION__"
 
 
@@ -275,7 +270,7 @@ class RowIdsAfterJoin:
         the paths, or a path that is not plain text)."""
         if not self.paths:
             return "CAST(NULL AS STRING)"
-        return _array_get_sql(list(self.paths)) if len(self.paths) <= MAP_LOOKUP_MAX_FILES else None
+        return _array_get_sql(list(self.paths)) if len(self.paths) <= routes.MAP_LOOKUP_MAX_FILES else None
 
     def live(self, df: DataFrame) -> DataFrame:
         """``df`` without the deleted rows; ``_isolde_ord`` (and a helper column) may stay: the
@@ -288,7 +283,7 @@ class RowIdsAfterJoin:
         the deleted rows, with ``_isolde_file`` in place of the ordinal."""
         if not self.paths:
             df = df.select("*", F.lit(None).cast("string").alias(FILE_COL))
-        elif len(self.paths) <= MAP_LOOKUP_MAX_FILES:
+        elif len(self.paths) <= routes.MAP_LOOKUP_MAX_FILES:
             sql = _array_get_sql(list(self.paths))
             df = df.selectExpr("*", f"{sql} AS {FILE_COL}") if sql is not None else \
                 df.select("*", _array_get(list(self.paths)).alias(FILE_COL))
@@ -413,7 +408,7 @@ def _scan(ctx, snapshot, table_path: Optional[str] = None, files: Optional[Seque
     looked_up = {}  # lookup column -> the SQL of its value in the scan's last select
     if not lookups and deleted is None and not defer:
         df = df.selectExpr(*columns, *carried)  # every vector is empty: no value per file is needed
-    elif len(files) > MAP_LOOKUP_MAX_FILES:
+    elif len(files) > routes.MAP_LOOKUP_MAX_FILES:
         # a broadcast join on the path string. (On the size it was slower: 10M rows in 1,230
         # files, an id scan with the join's file ordinal 1.35 s by path, 1.63 s by size with
         # the path compared for colliding sizes, 2.27 s by size alone.)
@@ -458,7 +453,7 @@ def _with_file_ordinals(df: DataFrame, files: Sequence, keys: list, lookups: dic
 
     A row's file is found by ``_metadata.file_size`` when no other file of the scan has that
     size (the usual case), by its path only among files whose sizes collide (tiny files of one
-    shape often do). The ordinal is a literal map lookup (up to MAP_LOOKUP_MAX_FILES files),
+    shape often do). The ordinal is a literal map lookup (up to routes.MAP_LOOKUP_MAX_FILES files),
     which compares the row's key with each file's in turn: comparing the ~100-byte path was most
     of a scan's cost, 0.7 s of 1.15 s for an id read of 10M rows in 20 files; by size it is
     0.46 s. A row no file matches means the log and the files disagree (a wrong logged size):
@@ -558,7 +553,7 @@ class DeletedRows:
         return sum(8 * (int(r[-1]) // 64 + 1) for r in self.rows.values())
 
     def use_bitmaps(self) -> bool:
-        return self.bitmap_bytes <= max(DV_BITMAP_MAX_BYTES, 16 * self.cardinality)
+        return self.bitmap_bytes <= max(routes.DV_BITMAP_MAX_BYTES, 16 * self.cardinality)
 
     def words_table(self) -> pa.Table:
         """(ordinal, words): bit ``r % 64`` of word ``r // 64`` is set when row ``r`` is deleted."""
@@ -594,7 +589,7 @@ class DeletedRows:
             gone = [c for c in ((() if keep_ordinal else (_ORD,)) + helpers) if tidy]
             return out.drop(*gone) if gone else out
 
-        if self.cardinality <= DV_INLINE_MAX_ROWS:
+        if self.cardinality <= routes.DV_INLINE_MAX_ROWS:
             # a few deleted rows: a literal test per row, no table to broadcast (a job less)
             cases = " ".join(f"WHEN {o} THEN {ROW_COL} IN ({', '.join(map(str, r.tolist()))})"
                              for o, r in sorted(self.rows.items()))
@@ -696,7 +691,7 @@ def scan_by_partition(ctx, snapshot, table_path: Optional[str], files: Sequence)
     partition only (what lets a writer put each task's file in its partition folder without a
     partitionBy). Returns ``(DataFrame, [PartitionSlice])``, one slice per partition.
 
-    Up to ONE_SCAN_MAX_FILES files in Hive-style folders, if a task each makes no more tasks
+    Up to routes.ONE_SCAN_MAX_FILES files in Hive-style folders, if a task each makes no more tasks
     than the union below, are ONE scan in which every file is its own task
     (``scan_file_per_task``); otherwise a union of one scan per partition, each with its
     partition values as literals (its splits may pack several small files of a partition)."""
@@ -708,7 +703,7 @@ def scan_by_partition(ctx, snapshot, table_path: Optional[str], files: Sequence)
         groups.setdefault(tuple(sorted(add.partition_values.items())), []).append(add)
     slices = [PartitionSlice(dict(key), tuple(adds)) for key, adds in groups.items()]
     spark = _spark(ctx)
-    if len(slices) > 1 and len(files) <= ONE_SCAN_MAX_FILES and _few_tasks_per_file(spark, files, len(slices)):
+    if len(slices) > 1 and len(files) <= routes.ONE_SCAN_MAX_FILES and _few_tasks_per_file(spark, files, len(slices)):
         df = scan_file_per_task(ctx, snapshot, table_path, slices)
         if df is not None:
             return df, slices

@@ -798,10 +798,6 @@ class BackgroundWrite:
             remove_written(self._future.result())
 
 
-# groups beyond this many go through one partitionBy write (a job per group costs ~0.1 s)
-MAX_GROUP_JOBS = 64
-
-
 def write_partition_groups(ctx, groups: Sequence[tuple], table_path: str, metadata, *,
                            data_change: bool = True, hidden: Sequence[str] = ()) -> WrittenFiles:
     """Write rows already known to belong to one partition per group, without a partitionBy sort.

@@ -291,7 +291,7 @@ def without_adaptive(df, interpreted: bool = False):
     whenever a point statement names another key, or the table's files changed (their sizes
     are literals of the scan's file lookup): two or three classes compiled per point statement,
     20-85 ms, more than interpreting a point statement's 100k-row file cost (measured there;
-    the bound is ``few_rows.INTERPRETED_ROWS``)."""
+    the bound is ``routes.INTERPRETED_ROWS``)."""
     from pyspark.sql import DataFrame
 
     try:

@@ -207,3 +207,40 @@ def test_the_checker_catches_a_stale_path(tmp_path):
     assert _missing_names("isolde.executor.rows.scan", ["scan", "FILE_COL"]) == []
     # a module's name where the package now holds it: the name is not in session.py
     assert _missing_names("isolde.executor.session.session", ["table_functions"]) == ["table_functions"]
+
+
+# import name -> the declared distribution that provides it, where the names differ
+_DISTRIBUTION = {"prompt_toolkit": "prompt-toolkit", "botocore": "boto3"}  # boto3 brings botocore
+
+
+def _declared():
+    import re
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    def names(specs):
+        return {re.split(r"[<>=!~\[ ;]", s, maxsplit=1)[0].lower() for s in specs}
+    return names(project["dependencies"]), {n for extra in project["optional-dependencies"].values()
+                                          for n in names(extra)}
+
+
+def test_every_third_party_import_is_declared():
+    """A module the package imports comes from a declared dependency (an optional one for the
+    extras: boto3 for s3://, pyiceberg for UniForm), never only through a test tool's own
+    dependencies (pygments came with pytest, and a plain install's REPL would not start)."""
+    import sys
+
+    required, optional = _declared()
+    undeclared = {}
+    for module, file in MODULES:
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and not node.level and node.module else [])
+            for name in names:
+                top = name.split(".")[0]
+                if top in sys.stdlib_module_names or top in ("isolde", "__future__"):
+                    continue
+                dist = _DISTRIBUTION.get(top, top).lower()
+                if dist not in required and dist not in optional:
+                    undeclared.setdefault(dist, []).append(module)
+    assert not undeclared, f"imported but not declared in pyproject: {undeclared}"

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import datetime
-import os
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from _build import (  # noqa: E402
+from tests.helpers.planner_build import (  # noqa: E402
     by_source_delete, by_source_update, delete, insert, matched_delete, matched_update, merge,
     not_matched_insert, update,
 )

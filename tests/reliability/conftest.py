@@ -27,11 +27,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@pytest.fixture(scope="session")
-def spark():
-    from isolde.executor.runtime.spark import get_spark
-
-    return get_spark()
+# the session-scoped `spark` fixture (the run's one SparkSession) is tests/conftest.py's
 
 
 @pytest.fixture

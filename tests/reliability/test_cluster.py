@@ -18,6 +18,7 @@ import pytest
 from cluster import StandaloneCluster
 
 pytestmark = pytest.mark.slow
+NEEDS_SPARK = True  # a standalone Spark cluster: every test here is marked spark
 DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cluster_driver.py")
 
 

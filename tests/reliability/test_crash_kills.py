@@ -39,6 +39,8 @@ import pytest
 
 import crash_worker as W
 
+NEEDS_SPARK = True  # the whole module is marked spark (the crash runs start Spark)
+
 
 WORKER = os.path.join(os.path.dirname(__file__), "crash_worker.py")
 DAY_MS = 24 * 3600 * 1000

@@ -33,6 +33,7 @@ from disk_helpers import (Filler, PAGE, as_unprivileged, run_unprivileged, table
                           unprivileged_problem, wait_for_idle_spark)
 
 SPARK = pytest.mark.spark
+NEEDS_SPARK = True  # the whole module is marked spark, the store-level cases too
 
 START = [(1, "a"), (2, "b"), (3, "c")]
 NO_DV = "TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')"

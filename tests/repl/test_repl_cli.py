@@ -11,7 +11,7 @@ import pytest
 
 import isolde
 from isolde.repl import cli
-from repl_fakes import FakeSession
+from tests.helpers.repl_fakes import FakeSession
 
 SCRIPT = """\
 -- line 1: a comment

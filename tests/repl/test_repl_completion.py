@@ -127,7 +127,7 @@ def test_empty_catalog_never_fails():
 
 
 def test_load_catalog_from_session():
-    from repl_fakes import FakeSession
+    from tests.helpers.repl_fakes import FakeSession
 
     s = FakeSession()
     s.execute("CREATE TABLE t (a INT, b STRING)")

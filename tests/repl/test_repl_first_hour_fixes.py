@@ -29,7 +29,7 @@ from isolde.repl.formatting import (
 from isolde.repl.metacommands import Meta, run_meta
 from isolde.repl.runner import Runner, SessionHolder
 from isolde.repl.tables import column_listing, table_listing
-from repl_fakes import FakeSession
+from tests.helpers.repl_fakes import FakeSession
 
 # --------------------------------------------------------------------------- timing
 

@@ -15,7 +15,7 @@ from prompt_toolkit.output import DummyOutput
 from isolde.repl.app import Repl
 from isolde.repl.config import Settings
 from isolde.repl.runner import SessionHolder
-from repl_fakes import FakeSession
+from tests.helpers.repl_fakes import FakeSession
 
 PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
 
