@@ -21,7 +21,7 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
-# The fast suite: no Spark, seconds.
+# The fast suite: no Spark (about two minutes on two cores).
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not spark and not slow"
 

@@ -439,13 +439,15 @@ def nullable_type(dt: T.DataType) -> T.DataType:
     return dt
 
 
-def _physical_type(dt: T.DataType) -> T.DataType:
+def map_structs(dt: T.DataType, on_struct) -> T.DataType:
+    """``dt`` with every struct in it (also inside arrays and maps) replaced by ``on_struct(struct)``."""
     if isinstance(dt, T.StructType):
-        return physical_struct(dt)
+        return on_struct(dt)
     if isinstance(dt, T.ArrayType):
-        return T.ArrayType(_physical_type(dt.elementType), dt.containsNull)
+        return T.ArrayType(map_structs(dt.elementType, on_struct), dt.containsNull)
     if isinstance(dt, T.MapType):
-        return T.MapType(_physical_type(dt.keyType), _physical_type(dt.valueType), dt.valueContainsNull)
+        return T.MapType(map_structs(dt.keyType, on_struct), map_structs(dt.valueType, on_struct),
+                         dt.valueContainsNull)
     return dt
 
 
@@ -457,7 +459,7 @@ def physical_struct(struct: T.StructType) -> T.StructType:
         meta = {}
         if COLUMN_ID in (f.metadata or {}):
             meta[PARQUET_FIELD_ID] = int(f.metadata[COLUMN_ID])
-        fields.append(T.StructField(physical_name(f), _physical_type(f.dataType), f.nullable, meta))
+        fields.append(T.StructField(physical_name(f), map_structs(f.dataType, physical_struct), f.nullable, meta))
     return T.StructType(fields)
 
 
@@ -543,15 +545,6 @@ def _assign_column_ids(struct: T.StructType, start_id: int) -> tuple[T.StructTyp
 
     counter = [start_id]
 
-    def walk_type(dt):
-        if isinstance(dt, T.StructType):
-            return walk_struct(dt)
-        if isinstance(dt, T.ArrayType):
-            return T.ArrayType(walk_type(dt.elementType), dt.containsNull)
-        if isinstance(dt, T.MapType):
-            return T.MapType(walk_type(dt.keyType), walk_type(dt.valueType), dt.valueContainsNull)
-        return dt
-
     def walk_struct(st):
         out = []
         for f in st.fields:
@@ -560,7 +553,7 @@ def _assign_column_ids(struct: T.StructType, start_id: int) -> tuple[T.StructTyp
                 counter[0] += 1
                 meta[COLUMN_ID] = counter[0]
             meta.setdefault(PHYSICAL_NAME, f"col-{uuid.uuid4()}")
-            out.append(T.StructField(f.name, walk_type(f.dataType), f.nullable, meta))
+            out.append(T.StructField(f.name, map_structs(f.dataType, walk_struct), f.nullable, meta))
         return T.StructType(out)
 
     return walk_struct(struct), counter[0]

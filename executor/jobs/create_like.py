@@ -48,23 +48,13 @@ ENGINE_ASSIGNED = frozenset({
 _FIELD_INTERNAL = frozenset({S.COLUMN_ID, S.PHYSICAL_NAME, S.PARQUET_FIELD_ID, S.IDENTITY_HWM})
 
 
-def _clean_type(dt: T.DataType) -> T.DataType:
-    if isinstance(dt, T.StructType):
-        return clean_struct(dt)
-    if isinstance(dt, T.ArrayType):
-        return T.ArrayType(_clean_type(dt.elementType), dt.containsNull)
-    if isinstance(dt, T.MapType):
-        return T.MapType(_clean_type(dt.keyType), _clean_type(dt.valueType), dt.valueContainsNull)
-    return dt
-
-
 def clean_struct(struct: T.StructType) -> T.StructType:
     """The schema without what the engine assigned (column mapping ids and physical names, identity
     high-water marks), nested fields included; every column definition kept."""
     fields = []
     for f in struct.fields:
         meta = {k: v for k, v in (f.metadata or {}).items() if k not in _FIELD_INTERNAL}
-        fields.append(T.StructField(f.name, _clean_type(f.dataType), f.nullable, meta))
+        fields.append(T.StructField(f.name, S.map_structs(f.dataType, clean_struct), f.nullable, meta))
     return T.StructType(fields)
 
 

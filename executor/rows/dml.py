@@ -62,7 +62,7 @@ from ..runtime.phases import phase
 from .scan import FILE_COL, ORD_COL, ROW_COL, scan
 from .stable_row_ids import kept_row_id_column, stable_row_id
 from .target_reads import statement_reads_target
-from ..txn.statement_scope import record_scope, scope_flags  # noqa: F401 (re-exported)
+from ..txn.statement_scope import record_scope, scope_flags
 from isolde.grammar.dialect import sql as render_sql
 
 ACTION_COL = "_isolde_action"
