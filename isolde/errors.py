@@ -287,6 +287,16 @@ class ConcurrentModificationException(IsoldeError):
         return " ".join(parts)
 
 
+def _row_level_hint(facts: ConflictFacts) -> list[str]:
+    """The setting that would check this table's conflicts per row, where it keeps them per file:
+    two statements changing different rows of one file then both commit."""
+    if not facts.row_level_setting:
+        return []
+    return [f"Conflicts on this table are checked per file: with SET TBLPROPERTIES "
+            f"('isolde.rowLevelConcurrency' = '{facts.row_level_setting}') (it has deletion vectors) they "
+            f"would be checked per row, and statements that change different rows of one file would both commit."]
+
+
 class ConcurrentAppendException(ConcurrentModificationException):
     error_class = "DELTA_CONCURRENT_APPEND"
     what = "Files were added to {partition} by a concurrent update."
@@ -299,20 +309,23 @@ class ConcurrentAppendException(ConcurrentModificationException):
         if facts.partition_columns:
             hints.append(f"To avoid the conflict, make the operation's condition select partitions "
                          f"(by {', '.join(facts.partition_columns)}) that concurrent writers do not write.")
-        if facts.row_level_setting:
-            hints.append(f"Conflicts on this table are checked per file: with isolde.rowLevelConcurrency = "
-                         f"'{facts.row_level_setting}' (it has deletion vectors) they would be checked per row.")
-        return hints
+        return hints + _row_level_hint(facts)
 
 
 class ConcurrentDeleteReadException(ConcurrentModificationException):
     error_class = "DELTA_CONCURRENT_DELETE_READ"
     what = "This transaction attempted to read one or more files that were deleted by a concurrent update (in {partition})."
 
+    def advise(self, facts: ConflictFacts) -> list[str]:
+        return _row_level_hint(facts)
+
 
 class ConcurrentDeleteDeleteException(ConcurrentModificationException):
     error_class = "DELTA_CONCURRENT_DELETE_DELETE"
     what = "This transaction attempted to delete one or more files that were deleted by a concurrent update (in {partition})."
+
+    def advise(self, facts: ConflictFacts) -> list[str]:
+        return _row_level_hint(facts)
 
 
 class MetadataChangedException(ConcurrentModificationException):

@@ -252,18 +252,34 @@ class Runner:
             self.failures += 1
             self.show_error(exc, where=f"{source}: " if source else "")
             return False
+        if len(pieces) > 1 and not self._syntax_checked(pieces, text, source):
+            return False
         ok = True
         for piece in pieces:
-            start = getattr(piece, "start", None)
-            column = 1
-            if isinstance(start, int) and 0 <= start <= len(text):
-                column = start - (text.rfind("\n", 0, start) + 1) + 1
-            if not self.run_statement(piece.text, line=getattr(piece, "line", 1), source=source, column=column,
-                                      script=text):
+            if not self.run_statement(piece.text, line=getattr(piece, "line", 1), source=source,
+                                      column=_column(text, piece), script=text):
                 ok = False
                 if self.on_error == "stop":
                     break
         return ok
+
+    def _syntax_checked(self, pieces, text: str, source: str | None) -> bool:
+        """Parse every statement before running any: a script with a syntax error in its third
+        statement must not commit the first two. Shows every syntax error (by line); False if any."""
+        found = []
+        for piece in pieces:
+            try:
+                isolde.parse(piece.text)
+            except isolde.errors.ParseError as exc:
+                found.append(script_parse_error(exc, piece.text, getattr(piece, "line", 1), _column(text, piece), text)
+                             if exc.line else exc)
+        for exc in found:
+            self.failures += 1
+            self.show_error(exc, where=f"{source}: " if source else "")
+        if found:
+            many = f"{len(found)} syntax errors" if len(found) > 1 else "a syntax error"
+            self.echo(f"Nothing was run: {many} in {len(pieces)} statements.", err=not self.interactive)
+        return not found
 
     def run_statement(self, sql: str, line: int = 1, source: str | None = None, column: int = 1,
                       script: str | None = None) -> bool:
@@ -362,6 +378,14 @@ class Runner:
         if "error" in box:
             raise box["error"]
         return box.get("result")
+
+
+def _column(text: str, piece) -> int:
+    """The column (1-based) a split statement starts at in its script."""
+    start = getattr(piece, "start", None)
+    if isinstance(start, int) and 0 <= start <= len(text):
+        return start - (text.rfind("\n", 0, start) + 1) + 1
+    return 1
 
 
 def script_parse_error(exc: Any, statement: str, line: int, column: int = 1, script: str | None = None) -> Any:

@@ -346,10 +346,24 @@ class Session:
         if "\n" not in path_or_text and len(path_or_text) < 4096 and os.path.isfile(path_or_text):  # a file, even named a;b.sql
             with open(path_or_text, encoding="utf-8") as fh:
                 text = fh.read()
-        results = []
+        # every statement is parsed before any runs: a syntax error in the third must not leave
+        # the first two committed. The first error is raised; the others are listed in it.
+        parsed, syntax_errors = [], []
         for piece in split_statements(text):
             try:
-                statements = parse_statements(piece.text)
+                parsed.append((piece, parse_statements(piece.text)))
+            except E.ParseError as e:
+                syntax_errors.append(_with_line(e, piece.line))
+        if syntax_errors:
+            first = syntax_errors[0]
+            if len(syntax_errors) > 1:
+                others = "; ".join(e.message.splitlines()[0] for e in syntax_errors[1:])
+                first.message = f"{first.message}\n(nothing was run; {len(syntax_errors) - 1} more: {others})"
+                first.args = (first.message,)
+            raise first
+        results = []
+        for piece, statements in parsed:
+            try:
                 for s in statements:
                     results.append(self._run(s))
             except E.IsoldeError as e:

@@ -198,6 +198,12 @@ class TransactionSummary:
         return {a.domain for a in self.actions if isinstance(a, DomainMetadata)}
 
 
+# conflicts a row-level check could have let through (rows of one file changed by both sides are
+# told apart per row there): their message names the isolde.rowLevelConcurrency value that would
+# check this table per row, when the table's setting keeps it per file
+_ROW_LEVEL_WOULD_CHECK = (ConcurrentAppendException, ConcurrentDeleteReadException, ConcurrentDeleteDeleteException)
+
+
 class ConflictChecker:
     """Checks one transaction against one winning commit; ``check()`` raises or returns."""
 
@@ -233,7 +239,7 @@ class ConflictChecker:
             partition_columns=tuple(txn.partition_columns or ()),
             winner_blind_append=self.winner.is_blind_append,
             isolation_level=None if forced else txn.isolation_level,
-            row_level_setting=self._row_level_setting() if cls is ConcurrentAppendException else None,
+            row_level_setting=self._row_level_setting() if cls in _ROW_LEVEL_WOULD_CHECK else None,
         )
 
     def _row_level_setting(self) -> str | None:

@@ -66,6 +66,21 @@ def test_f_syntax_error_line_and_caret(fake, capsys, tmp_path):
     assert f"{script}: Syntax error at line 7, column 1" in err and "7 | SELEC 2;\n    ^^^^^" in err
 
 
+@pytest.mark.parametrize("on_error", ["stop", "continue"])
+def test_f_with_syntax_errors_runs_nothing_and_lists_every_error(fake, capsys, tmp_path, on_error):
+    """A typo in the third statement must not leave the first two committed (issue 55): the
+    whole script is parsed first, every syntax error is shown by its line, nothing runs."""
+    script = tmp_path / "etl.sql"
+    script.write_text("CREATE TABLE t (a INT);\nINSERT INTO t VALUES (1);\nUPDATE t SET WHERE a = 1;\n"
+                      "SELECT 1;\nSELEC 2;\n")
+    assert cli.main(["-f", str(script), "--on-error", on_error]) == 1
+    out, err = capsys.readouterr()
+    assert all(not s.executed for s in fake)
+    assert f"{script}: Syntax error at line 3, column 14" in err and "3 | UPDATE t SET WHERE a = 1;" in err
+    assert f"{script}: Syntax error at line 5, column 1" in err and "5 | SELEC 2;" in err
+    assert "Nothing was run: 2 syntax errors in 5 statements." in err
+
+
 def test_on_error_continue(fake, capsys, tmp_path):
     script = tmp_path / "etl.sql"
     script.write_text(SCRIPT)

@@ -125,10 +125,18 @@ def test_meta_commands():
 
 def test_i_runs_a_file(tmp_path):
     script = tmp_path / "load.sql"
+    script.write_text("CREATE TABLE t (a INT);\n\n-- comment\nINSERT INTO t VALUES (7);\nSELECT 1;\n")
+    rc, out, session, _ = run_repl([f"\\i {script}\r"])
+    assert session.executed == ["CREATE TABLE t (a INT)", "INSERT INTO t VALUES (7)", "SELECT 1"]
+
+
+def test_i_with_a_syntax_error_runs_nothing_of_the_file(tmp_path):
+    script = tmp_path / "load.sql"
     script.write_text("CREATE TABLE t (a INT);\n\n-- comment\nINSERT INTO t VALUES (7);\nSELEC;\nSELECT 1;\n")
     rc, out, session, _ = run_repl([f"\\i {script}\r"])
-    assert session.executed == ["CREATE TABLE t (a INT)", "INSERT INTO t VALUES (7)", "SELEC"]
+    assert session.executed == []
     assert f"{script}: Syntax error at line 5, column 1" in out and "5 | SELEC;\n    ^^^^^" in out
+    assert "Nothing was run: a syntax error in 4 statements." in out
 
 
 def test_loop_survives_bugs_and_conflicts():

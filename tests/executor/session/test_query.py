@@ -124,6 +124,20 @@ def test_execute_many_run_script_and_lines(session, tmp_path):
     assert info.value.statement_line == 3
 
 
+def test_run_script_with_syntax_errors_runs_nothing(session):
+    """A typo in the third statement leaves the first two uncommitted (issue 55): the script is
+    parsed whole first; the first syntax error is raised and names the others."""
+    session.execute("CREATE TABLE s (a INT)")
+    with pytest.raises(E.ParseError) as info:
+        session.run_script("INSERT INTO s VALUES (1);\nINSERT INTO s VALUES (2);\nUPDATE s SET WHERE a = 1;\n"
+                           "DELETE FRM s;\nINSERT INTO s VALUES (3);")
+    assert info.value.statement_line == 3 and info.value.line == 3
+    assert str(info.value).startswith("line 3: Syntax error")
+    assert "(nothing was run; 1 more: line 4: Syntax error" in str(info.value)
+    assert session.execute("SELECT count(*) FROM s").rows == [(0,)]
+    assert session.execute("DESCRIBE HISTORY s").count() == 1  # only the CREATE
+
+
 def test_explain_and_unsupported(shop):
     text = shop.explain("SELECT * FROM orders WHERE day = DATE'2024-01-01'")
     assert "orders @ version 1" in text and "1 of 3 files" in text

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from isolde.errors import RETRY, ConcurrentAppendException, ConcurrentDeleteReadException, ConflictFacts
+from isolde.errors import (RETRY, ConcurrentAppendException, ConcurrentDeleteDeleteException,
+                           ConcurrentDeleteReadException, ConflictFacts, MetadataChangedException)
 from isolde.executor.log import DeltaLog
 from isolde.executor.log.actions import Metadata, Protocol
 from isolde.executor.txn.conflicts import ConflictChecker, TransactionSummary, WinningCommitSummary
@@ -27,8 +28,9 @@ PARTITIONS = ("To avoid the conflict, make the operation's condition select part
 
 
 def row_level(setting):
-    return (f"Conflicts on this table are checked per file: with isolde.rowLevelConcurrency = '{setting}' (it has "
-            f"deletion vectors) they would be checked per row.")
+    return (f"Conflicts on this table are checked per file: with SET TBLPROPERTIES ('isolde.rowLevelConcurrency' = "
+            f"'{setting}') (it has deletion vectors) they would be checked per row, and statements that change "
+            f"different rows of one file would both commit.")
 
 
 def lose(tmp_path, *, partitioned=True, configuration=None, protocol=None, blind_winner=False, reads="partition",
@@ -140,8 +142,34 @@ def test_flags_given_by_the_transaction_need_no_log_read():
     assert clustered.facts(ConcurrentAppendException).row_level_setting is None
     # an unreadable table (no path): no row-level fact, never an error
     assert ConflictChecker(_summary(), winner).facts(ConcurrentAppendException).row_level_setting is None
+    # so do the conflicts over one file that a row-level check tells apart per row
+    assert checker.facts(ConcurrentDeleteReadException).row_level_setting == "always"
+    assert checker.facts(ConcurrentDeleteDeleteException).row_level_setting == "always"
     # other conflicts do not read the table's flags
-    assert checker.facts(ConcurrentDeleteReadException).row_level_setting is None
+    assert checker.facts(MetadataChangedException).row_level_setting is None
+
+
+@pytest.mark.parametrize("mode,partitioned,setting", [
+    ("auto", True, "always"), ("off", True, "always"), ("off", False, "auto"), ("always", True, None),
+])
+def test_a_rewrite_of_a_file_another_writer_changed_names_the_row_level_setting(tmp_path, mode, partitioned,
+                                                                              setting):
+    """Two writers change rows of one file: at file level the later one fails with ConcurrentDeleteReadException, whose advice says
+    which setting would check the table per row (issue 55); none where row level is the mode."""
+    path = str(tmp_path / "t")
+    pv = {"date": A} if partitioned else {}
+    prefix = f"date={A}/" if partitioned else ""
+    first = add(f"{prefix}a1.parquet", **pv)
+    create_table(path, ("date",) if partitioned else (), {**DVS, "isolde.rowLevelConcurrency": mode}, [first],
+                 protocol=DV_PROTOCOL)
+    txn = DeltaLog.for_table(path).start_transaction()
+    txn.filter_files(f"date = '{A}'") if partitioned else txn.read_whole_table()
+    winner = DeltaLog.for_table(path).start_transaction()
+    winner.read_whole_table()
+    winner.commit([winner.snapshot.file(first.path).remove()], "DELETE")
+    with pytest.raises(ConcurrentDeleteReadException) as info:
+        txn.commit([txn.snapshot.file(first.path).remove(), add(f"{prefix}m.parquet", **pv)], "UPDATE")
+    assert info.value.hints == ((row_level(setting),) if setting else ())
 
 
 def test_exception_without_facts_says_only_to_retry():
