@@ -18,7 +18,7 @@ import time
 from typing import Any, Callable, Optional, TextIO
 
 import isolde
-from . import formatting, statements
+from . import formatting, paging, statements
 from .config import Settings, config_path
 from .progress import StatusLine, read_stages, render_progress, spinner_frame
 
@@ -192,10 +192,7 @@ class Runner:
 
     def _page(self, text: str) -> None:
         if self.pager and self.settings.pager and self.out.isatty():
-            size = shutil.get_terminal_size((80, 24))
-            lines = text.count("\n") + 1
-            too_wide = any(len(line) > size.columns for line in text.splitlines()[:200])
-            if lines > size.lines - 2 or too_wide:
+            if paging.should_page(text, shutil.get_terminal_size((80, 24)).lines):
                 try:
                     env = dict(os.environ)
                     env.setdefault("LESS", "")
@@ -215,8 +212,13 @@ class Runner:
     def show_result(self, result: Any, elapsed: float | None, waited: float | None = None) -> None:
         fmt = self.settings.effective_format
         timing = elapsed if (self.settings.timing and elapsed is not None) else None
-        body, status = formatting.format_result(result, fmt, timing, footer=True, waited=waited,
-                                                width=self.width())
+        width = self.width()
+        body, status = formatting.format_result(result, fmt, timing, footer=True, waited=waited, width=width)
+        if body and fmt == "table" and width and getattr(result, "columns", None) and not formatting.is_commit(result):
+            def vertical() -> str:
+                return formatting.format_result(result, "vertical", None, footer=False)[0]
+
+            body = paging.terminal_body(body, vertical, width, shutil.get_terminal_size((80, 24)).lines)
         if body:
             self._page(body)
         if getattr(result, "truncated", False):
