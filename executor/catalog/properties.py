@@ -575,15 +575,7 @@ def add_columns(metadata: Metadata, protocol: Protocol, new_fields) -> tuple[Met
 
 def _without_mapping(dt):
     """``dt`` with every column-mapping annotation (id, physical name) removed, nested too."""
-    from pyspark.sql import types as T
+    from .schema import map_field_metadata
 
-    if isinstance(dt, T.StructType):
-        return T.StructType([T.StructField(f.name, _without_mapping(f.dataType), f.nullable,
-                                           {k: v for k, v in (f.metadata or {}).items()
-                                            if not k.startswith("delta.columnMapping.")})
-                             for f in dt.fields])
-    if isinstance(dt, T.ArrayType):
-        return T.ArrayType(_without_mapping(dt.elementType), dt.containsNull)
-    if isinstance(dt, T.MapType):
-        return T.MapType(_without_mapping(dt.keyType), _without_mapping(dt.valueType), dt.valueContainsNull)
-    return dt
+    return map_field_metadata(dt, lambda f: {k: v for k, v in (f.metadata or {}).items()
+                                             if not k.startswith("delta.columnMapping.")})

@@ -451,6 +451,13 @@ def map_structs(dt: T.DataType, on_struct) -> T.DataType:
     return dt
 
 
+def map_field_metadata(dt: T.DataType, new_metadata) -> T.DataType:
+    """``dt`` with every field's metadata (nested too) replaced by ``new_metadata(field)``."""
+    return map_structs(dt, lambda st: T.StructType([
+        T.StructField(f.name, map_field_metadata(f.dataType, new_metadata), f.nullable, new_metadata(f))
+        for f in st.fields]))
+
+
 def physical_struct(struct: T.StructType) -> T.StructType:
     """The schema as stored in data files under column mapping: physical names (nested too) and
     the column ids as Parquet field ids."""

@@ -37,7 +37,6 @@ from isolde.errors import (
     ConstraintViolationError,
     ExecutionError,
     InvalidPropertyError,
-    UnsupportedFeatureError,
 )
 from ..catalog import properties as P
 from ..catalog import schema as S
@@ -59,14 +58,16 @@ def _begin(ctx, ref: ast.TableRef):
     return handle, txn, txn.snapshot
 
 
-def _prepared(handle, txn, operation: str, actions: list, params: dict, metrics: dict | None = None) -> PreparedWrite:
+def prepared_log_write(handle, txn, operation: str, actions: list, params: dict, metrics: dict | None = None,
+                       result=CommitResult) -> PreparedWrite:
+    """A write that is only log actions (ALTER, CONVERT, RESTORE, ...), committed on ``commit()``."""
     started = time.perf_counter()
     metrics = dict(metrics or {})
 
     def commit() -> CommitResult:
         version = P.txn_commit(txn, actions, operation, params, metrics)
-        return CommitResult(version=version, operation=operation, metrics=dict(metrics), table=handle.name,
-                            elapsed_s=time.perf_counter() - started)
+        return result(version=version, operation=operation, metrics=dict(metrics), table=handle.name,
+                      elapsed_s=time.perf_counter() - started)
 
     return PreparedWrite(operation=operation, table=handle.name, commit_fn=commit, metrics=dict(metrics))
 
@@ -127,7 +128,7 @@ def set_tblproperties(ctx, stmt: ast.SetTblProperties):
     protocol = P.protocol_with(protocol, reader={f for f in features if f in P.READER_WRITER_FEATURES},
                                writer=features, min_reader=min_reader, min_writer=min_writer)
     actions = _protocol_actions(snap, protocol) + [metadata]
-    return _prepared(handle, txn, "SET TBLPROPERTIES", actions, {"properties": validated})
+    return prepared_log_write(handle, txn, "SET TBLPROPERTIES", actions, {"properties": validated})
 
 
 def _name_mapping_upgrade(metadata, configuration: dict, new: dict) -> dict:
@@ -213,7 +214,7 @@ def unset_tblproperties(ctx, stmt: ast.UnsetTblProperties):
         return _noop(f"None of the properties exist on {handle.name}; nothing to unset.")
     metadata = P.copy_metadata(snap.metadata, configuration=configuration)
     params = {"properties": list(stmt.keys), "ifExists": bool(stmt.if_exists)}
-    return _prepared(handle, txn, "UNSET TBLPROPERTIES", [metadata], params)
+    return prepared_log_write(handle, txn, "UNSET TBLPROPERTIES", [metadata], params)
 
 
 # --------------------------------------------------------------------------- ADD COLUMNS
@@ -257,7 +258,7 @@ def add_columns(ctx, stmt: ast.AddColumns):
         needs = variant.feature_to_add(P.protocol_features(protocol)[0])
         protocol = P.protocol_with(protocol, reader=needs, writer=needs)
     params = {"columns": [{"column": f.jsonValue()} for f in new_fields]}
-    return _prepared(handle, txn, "ADD COLUMNS", _protocol_actions(snap, protocol) + [metadata], params)
+    return prepared_log_write(handle, txn, "ADD COLUMNS", _protocol_actions(snap, protocol) + [metadata], params)
 
 
 # --------------------------------------------------------------------------- CHECK constraints
@@ -330,7 +331,7 @@ def add_constraint(ctx, stmt: ast.AddConstraint):
     metadata = P.copy_metadata(snap.metadata, configuration=configuration)
     protocol = P.protocol_with(P.protocol_for_metadata(snap.protocol, metadata), writer={"checkConstraints"})
     params = {"name": stmt.name, "expr": expr}
-    return _prepared(handle, txn, "ADD CONSTRAINT", _protocol_actions(snap, protocol) + [metadata], params)
+    return prepared_log_write(handle, txn, "ADD CONSTRAINT", _protocol_actions(snap, protocol) + [metadata], params)
 
 
 @executes(ast.DropConstraint)
@@ -351,7 +352,7 @@ def drop_constraint(ctx, stmt: ast.DropConstraint):
     expr = configuration.pop(key)
     metadata = P.copy_metadata(snap.metadata, configuration=configuration)
     params = {"name": stmt.name, "expr": expr}
-    return _prepared(handle, txn, "DROP CONSTRAINT", [metadata], params)
+    return prepared_log_write(handle, txn, "DROP CONSTRAINT", [metadata], params)
 
 
 # --------------------------------------------------------------------------- CLUSTER BY
@@ -387,7 +388,7 @@ def cluster_by(ctx, stmt: ast.AlterClusterBy):
                                                             separators=(",", ":")), False)
     protocol = P.protocol_with(snap.protocol, writer={"clustering", "domainMetadata"})
     params = {"oldClusteringColumns": ",".join(old), "newClusteringColumns": ",".join(cols)}
-    return _prepared(handle, txn, "CLUSTER BY", _protocol_actions(snap, protocol) + [domain], params)
+    return prepared_log_write(handle, txn, "CLUSTER BY", _protocol_actions(snap, protocol) + [domain], params)
 
 
 # --------------------------------------------------------------------------- SYNC IDENTITY
@@ -434,7 +435,7 @@ def sync_identity(ctx, stmt: ast.SyncIdentity):
     metadata = P.copy_metadata(snap.metadata, schema_string=S.struct_to_delta(T.StructType(fields)))
     params = {"column": json.dumps({"name": f.name, "type": f.dataType.simpleString(), "nullable": f.nullable,
                                     "metadata": meta}), "syncIdentity": True}
-    return _prepared(handle, txn, "CHANGE COLUMN", [metadata], params,
+    return prepared_log_write(handle, txn, "CHANGE COLUMN", [metadata], params,
                      {"oldHighWaterMark": hwm, "newHighWaterMark": new_hwm})
 
 
@@ -515,7 +516,7 @@ def alter_column_type(ctx, stmt: ast.AlterColumnType):
     holder = change.holder
     params = {"column": json.dumps({"name": change.display, "type": to_type, "nullable": holder.get("nullable", True),
                                     "metadata": {}}, separators=(",", ":"))}
-    return _prepared(handle, txn, "CHANGE COLUMN", _protocol_actions(snap, protocol) + [metadata], params)
+    return prepared_log_write(handle, txn, "CHANGE COLUMN", _protocol_actions(snap, protocol) + [metadata], params)
 
 
 # Pure log work: the session need not wait for Spark to start (no Spark job group).

@@ -15,7 +15,7 @@ from ..catalog import properties as P
 from ..catalog.warehouse import check_identifier
 from ..catalog import schema as S
 from . import executes
-from .alter import _begin, _dependents, _noop, _prepared
+from .alter import _begin, _dependents, _noop, prepared_log_write
 from ..log.type_widening import resolve
 from isolde.grammar import ast
 
@@ -64,7 +64,7 @@ def _commit(handle, txn, snap, schema: dict, operation: str, params: dict, parti
     changes = {"schema_string": json.dumps(schema, separators=(",", ":"))}
     if partition_columns is not None:
         changes["partition_columns"] = tuple(partition_columns)
-    return _prepared(handle, txn, operation, [P.copy_metadata(snap.metadata, **changes)], params)
+    return prepared_log_write(handle, txn, operation, [P.copy_metadata(snap.metadata, **changes)], params)
 
 
 @executes(ast.RenameColumn)

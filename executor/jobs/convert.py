@@ -24,7 +24,6 @@ import datetime as dt
 import decimal
 import json
 import os
-import time
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -36,7 +35,8 @@ from ..catalog import properties as P
 from ..catalog import schema as S
 from . import executes
 from ..log.actions import AddFile, Metadata, Protocol
-from ..session.results import CommitResult, PreparedWrite, QueryResult
+from ..session.results import QueryResult
+from .alter import prepared_log_write
 from isolde.grammar import ast
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -241,14 +241,7 @@ def run(ctx, stmt: ast.ConvertToDelta):
         defaults.update(ctx.table_defaults())
     actions, params, metrics = build_conversion(handle.path, stmt.partitioned_by, stmt.no_statistics, defaults)
     txn = ctx.start_transaction(handle.log)
-    started = time.perf_counter()
-
-    def commit() -> CommitResult:
-        version = P.txn_commit(txn, actions, "CONVERT", params, metrics)
-        return CommitResult(version=version, operation="CONVERT", metrics=dict(metrics), table=handle.name,
-                            elapsed_s=time.perf_counter() - started)
-
-    return PreparedWrite(operation="CONVERT", table=handle.name, commit_fn=commit, metrics=dict(metrics))
+    return prepared_log_write(handle, txn, "CONVERT", actions, params, metrics)
 
 
 # Pure log work: the session need not wait for Spark to start (no Spark job group).

@@ -34,7 +34,7 @@ from isolde.errors import AnalysisError, ExecutionError, UnsupportedFeatureError
 from ..catalog import properties as P
 from ..catalog import schema as S
 from . import executes
-from .alter import _begin, _prepared
+from .alter import _begin, prepared_log_write
 from ..log import features as F
 from isolde.grammar import ast
 
@@ -352,7 +352,7 @@ def drop_feature(ctx, stmt: ast.DropFeature):
     # ADD CONSTRAINT) must not slip in under the downgrade: the drop reads the whole table
     txn.read_whole_table()
     params = {"featureName": name, "truncateHistory": bool(stmt.truncate_history)}
-    prepared = _prepared(handle, txn, "DROP FEATURE", [protocol, metadata], params)
+    prepared = prepared_log_write(handle, txn, "DROP FEATURE", [protocol, metadata], params)
     if not protect:
         return prepared
     commit = prepared.commit_fn

@@ -50,16 +50,8 @@ def _put(conf: dict, key: str, value: str) -> None:
 def _with_current_names(dt):
     """Every field (nested too) with physical name = its current name (set before ids are assigned:
     S.assign_column_mapping keeps an existing physical name)."""
-    if isinstance(dt, T.StructType):
-        return T.StructType([T.StructField(f.name, _with_current_names(f.dataType), f.nullable,
-                                           {**(f.metadata or {}), S.PHYSICAL_NAME: (f.metadata or {}).get(
-                                               S.PHYSICAL_NAME, f.name)})
-                             for f in dt.fields])
-    if isinstance(dt, T.ArrayType):
-        return T.ArrayType(_with_current_names(dt.elementType), dt.containsNull)
-    if isinstance(dt, T.MapType):
-        return T.MapType(_with_current_names(dt.keyType), _with_current_names(dt.valueType), dt.valueContainsNull)
-    return dt
+    return S.map_field_metadata(dt, lambda f: {**(f.metadata or {}),
+                                               S.PHYSICAL_NAME: (f.metadata or {}).get(S.PHYSICAL_NAME, f.name)})
 
 
 def upgrade_to_name_mapping(struct: T.StructType, conf: dict, *, nested_ids: bool) -> T.StructType:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import time
 from dataclasses import dataclass
 
 from isolde.errors import AnalysisError, ExecutionError, VersionNotFoundError
@@ -29,7 +28,8 @@ from ..catalog import properties as P
 from . import executes
 from ..log.actions import DomainMetadata, now_ms
 from ..log.deletion_vectors import dv_file_path
-from ..session.results import CommitResult, PreparedWrite
+from ..session.results import CommitResult
+from .alter import prepared_log_write
 from isolde.grammar import ast
 
 
@@ -158,14 +158,7 @@ def run(ctx, stmt: ast.Restore):
     reader = getattr(txn, "read_whole_table", None)
     if callable(reader):
         reader()
-    started = time.perf_counter()
-
-    def commit() -> RestoreResult:
-        version = P.txn_commit(txn, actions, "RESTORE", params, metrics)
-        return RestoreResult(version=version, operation="RESTORE", metrics=dict(metrics), table=handle.name,
-                             elapsed_s=time.perf_counter() - started)
-
-    return PreparedWrite(operation="RESTORE", table=handle.name, commit_fn=commit, metrics=dict(metrics))
+    return prepared_log_write(handle, txn, "RESTORE", actions, params, metrics, result=RestoreResult)
 
 
 # Pure log work: the session need not wait for Spark to start (no Spark job group).

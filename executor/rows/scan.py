@@ -773,15 +773,8 @@ FIELD_ID_IGNORE_MISSING = "spark.sql.parquet.fieldId.read.ignoreMissing"
 
 
 def _without_field_ids(dt: T.DataType) -> T.DataType:
-    if isinstance(dt, T.StructType):
-        return T.StructType([T.StructField(f.name, _without_field_ids(f.dataType), f.nullable,
-                                           {k: v for k, v in (f.metadata or {}).items() if k != S.PARQUET_FIELD_ID})
-                             for f in dt.fields])
-    if isinstance(dt, T.ArrayType):
-        return T.ArrayType(_without_field_ids(dt.elementType), dt.containsNull)
-    if isinstance(dt, T.MapType):
-        return T.MapType(_without_field_ids(dt.keyType), _without_field_ids(dt.valueType), dt.valueContainsNull)
-    return dt
+    return S.map_field_metadata(dt, lambda f: {k: v for k, v in (f.metadata or {}).items()
+                                               if k != S.PARQUET_FIELD_ID})
 
 
 def _read_mapped(spark, phys: T.StructType, paths: list, options: Mapping[str, str], *, by_id: bool) -> DataFrame:
