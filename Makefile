@@ -3,8 +3,13 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
+# The reference engine (Delta Lake on Spark) in a second environment: pyspark 4.2 + delta-spark
+# + isolde; its JARs go to Maven's home cache (~/.m2), once per machine (tests/helpers/delta_spark.py).
+REF_VENV  ?= .venv-ref
+REF_PY    := $(REF_VENV)/bin/python
+REF_STAMP := $(REF_VENV)/.installed-stamp
 
-.PHONY: run test test-fast torture bench clean
+.PHONY: run test test-main test-reference reference test-fast torture bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,9 +22,25 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(VENV)/bin/isolde --warehouse ./warehouse --default-script examples/quickstart.sql --echo
 
-# Sets up and runs the whole test suite.
-test: $(STAMP)
-	$(PY) -m pytest -q
+# Sets up and runs the whole test suite: isolde's own (Spark 4.3), then the reference suite
+# (tests/reference: isolde beside Delta-Spark in one Spark 4.2 session).
+test: test-main test-reference
+
+test-main: $(STAMP)
+	$(PY) -m pytest -q -m "not reference"
+
+$(REF_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(REF_VENV)
+	$(REF_PY) -m pip install -q --upgrade pip
+	$(REF_PY) -m pip install -q -e '.[test,reference]'
+	touch $(REF_STAMP)
+
+# Sets up the reference: the environment and the Delta Lake JARs (fetched with mvn, once per machine).
+reference: $(REF_STAMP)
+	$(REF_PY) -m tests.helpers.delta_spark fetch
+
+test-reference: reference
+	ISOLDE_REFERENCE_REQUIRED=1 $(REF_PY) -m pytest -q -m "reference and not torture"
 
 # The fast suite: no Spark (about two minutes on two cores).
 test-fast: $(STAMP)
@@ -34,4 +55,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/parse.py
 
 clean:
-	rm -rf $(VENV) warehouse .pytest_cache
+	rm -rf $(VENV) $(REF_VENV) warehouse .pytest_cache

@@ -16,6 +16,10 @@ The ``spark`` marker (``-m "not spark"`` gives the fast suite) is decided per te
 way: ``isolde.connect()``, a worker process with its own JVM). Modules may also carry
 ``pytestmark = pytest.mark.spark`` themselves.
 
+``tests/reference/`` runs beside Delta Lake on Spark, in the second environment ``.venv-ref``
+(``make test-reference``); its tests carry the ``reference`` marker, which ``make test-main``
+leaves out (see tests/reference/conftest.py).
+
 Fixtures (the one SparkSession is shared by the whole run, tests/reliability included):
 
     spark        session-scoped SparkSession (isolde.executor.runtime.spark.get_spark)
@@ -42,8 +46,13 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("ISOLDE_JVM", "startup")
 
 
+REFERENCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference")
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
+        if str(item.path).startswith(REFERENCE_DIR + os.sep):
+            item.add_marker(pytest.mark.reference)
         if "spark" in getattr(item, "fixturenames", ()) or getattr(getattr(item, "module", None), "NEEDS_SPARK", False) is True:
             item.add_marker(pytest.mark.spark)
 
