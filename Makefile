@@ -46,10 +46,12 @@ test-reference: reference
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not spark and not slow"
 
-# The long reliability runs (tests/reliability, marker torture), ending with a summary table.
-torture: $(STAMP)
+# The long runs (marker torture): tests/reliability, ending with a summary table, then the
+# reference suite's long variants (mixed-engine races, thousands of differential cases).
+torture: $(STAMP) reference
 	-$(PY) -m pip install -q -e '.[fuzz]'
 	$(PY) -m pytest -q -m torture tests/reliability
+	ISOLDE_REFERENCE_REQUIRED=1 $(REF_PY) -m pytest -q -m "reference and torture" tests/reference
 
 bench: $(STAMP)
 	$(PY) benchmarks/parse.py

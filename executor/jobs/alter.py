@@ -154,10 +154,10 @@ _SETTABLE_FEATURES = frozenset({"deletionVectors", "appendOnly", "invariants", "
                                 "v2Checkpoint", "vacuumProtocolCheck", "typeWidening", "variantType",
                                 "changeDataFeed"})
 
-# Properties whose switching-on needs more than a metadata commit (rewriting every column's
-# metadata, assigning row ids, writing Iceberg metadata) or a feature isolde cannot write.
+# Properties whose switching-on needs more than a metadata commit (writing Iceberg metadata). Row
+# tracking is enabled on an existing table in one commit: the transaction assigns every live
+# file its base row id and re-adds it (dataChange=false), as Delta's backfill does.
 _NOT_ON_EXISTING = {
-    "delta.enablerowtracking": ("false", "row tracking can only be enabled when the table is created"),
     "delta.enableicebergcompatv2": ("false", "use REORG TABLE ... APPLY (UPGRADE UNIFORM(ICEBERG_COMPAT_VERSION=2))"),
     "delta.universalformat.enabledformats": ("", "use REORG TABLE ... APPLY (UPGRADE UNIFORM(ICEBERG_COMPAT_VERSION=2))"),
 }

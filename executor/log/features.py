@@ -184,6 +184,11 @@ def assert_writable(protocol: Protocol, metadata: Metadata | None = None, table:
         )
 
 
+#: writer features a table must also support when it supports these (PROTOCOL.md: row tracking
+#: and clustering keep their state in domain metadata); Delta adds them the same way
+FEATURE_DEPENDENCIES = {"rowTracking": frozenset({"domainMetadata"}), "clustering": frozenset({"domainMetadata"})}
+
+
 def required_protocol(metadata: Metadata, base: Protocol | None = None) -> Protocol:
     """The smallest protocol for ``metadata``: ``base`` (or 1/2) unless a property needs table features.
 
@@ -216,6 +221,9 @@ def required_protocol(metadata: Metadata, base: Protocol | None = None) -> Proto
                 writer.add(name)
                 if name in READER_WRITER_FEATURES:
                     reader.add(name)
+    for feature, needs in FEATURE_DEPENDENCIES.items():
+        if feature in writer:
+            writer |= needs
     base = base or Protocol(1, 2)
     have_reader = reader_features(base, metadata)
     have_writer = writer_features(base, metadata)

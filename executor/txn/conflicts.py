@@ -31,6 +31,7 @@ from ..log.actions import (
     SetTransaction,
 )
 
+from .feature_enablement import metadata_change_conflicts, protocol_change_conflicts
 from .predicates import Predicate
 
 SERIALIZABLE = "Serializable"
@@ -167,6 +168,10 @@ class TransactionSummary:
     # scope_flags() of the read snapshot (deletion vectors, clustered, row-level mode), for the
     # advice of a conflict; None: read from the log when a conflict needs it
     table_flags: dict | None = None
+    # the table's protocol and metadata as of the last winner checked (the read snapshot's,
+    # then each tolerated feature enablement's): what the next winner's changes are measured by
+    protocol: Protocol | None = None
+    metadata: Metadata | None = None
 
     @property
     def removed_paths(self) -> set[str]:
@@ -188,6 +193,16 @@ class TransactionSummary:
         partitions = {_partition_key(r.partition_values) for r in moved}
         self.read_file_paths |= {a.path for a in winner.added_files
                                  if not a.data_change and _partition_key(a.partition_values) in partitions}
+
+    def follow_enablement(self, winner: "WinningCommitSummary") -> None:
+        """The winner's protocol and metadata (feature enablements this transaction commits over)
+        are the table's from now on (Delta folds them into its CurrentTransactionInfo)."""
+        self.protocol = winner.protocol or self.protocol
+        self.metadata = winner.metadata or self.metadata
+
+    @property
+    def changes_metadata(self) -> bool:
+        return any(isinstance(a, Metadata) for a in self.actions)
 
     @property
     def written_app_ids(self) -> set[str]:
@@ -259,16 +274,37 @@ class ConflictChecker:
         return None
 
     def check_protocol_compatibility(self) -> None:
-        """Rule 1: a protocol change, or the winner created the table this transaction saw empty."""
-        if self.winner.protocol is not None:
-            self._raise(ProtocolChangedException, detail="The winning commit changed the table protocol.")
+        """Rule 1: a protocol change, or the winner created the table this transaction saw empty.
+        A winner that only added features a prepared commit honours passes when this transaction
+        changes no protocol itself (feature_enablement.py, as Delta 4.1+)."""
         if self.txn.read_version < 0:
             self._raise(ProtocolChangedException, detail="Another writer created the table first.")
+        if self.winner.protocol is None:
+            return
+        if any(isinstance(a, Protocol) for a in self.txn.actions):
+            self._raise(ProtocolChangedException, detail="The winning commit changed the table protocol.")
+        reason = protocol_change_conflicts(self.txn.protocol, self.winner.protocol)
+        if reason is None:
+            from ..log.features import assert_writable
+
+            try:
+                assert_writable(self.winner.protocol, self.winner.metadata or self.txn.metadata)
+            except Exception as exc:  # isolde cannot write the table any more
+                reason = str(exc)
+        if reason is not None:
+            self._raise(ProtocolChangedException, detail=reason)
 
     def check_no_metadata_updates(self) -> None:
-        """Rule 2: schema, properties or partitioning changed under this transaction."""
-        if self.winner.metadata is not None:
+        """Rule 2: schema, properties or partitioning changed under this transaction; a winner
+        that only enabled a feature passes when this transaction changes no metadata itself."""
+        if self.winner.metadata is None:
+            return
+        if self.txn.changes_metadata:
             self._raise(MetadataChangedException)
+        reason = metadata_change_conflicts(self.txn.metadata, self.winner.metadata,
+                                           self.winner.protocol or self.txn.protocol)
+        if reason is not None:
+            self._raise(MetadataChangedException, detail=reason)
 
     def check_for_updated_application_transaction_ids(self) -> None:
         """Rule 3: the winner advanced an application id this transaction read or writes."""

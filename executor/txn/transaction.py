@@ -300,6 +300,8 @@ class OptimisticTransaction:
             read_whole_table=self._read_whole_table,
             read_app_ids=set(self.read_app_ids),
             actions=actions,
+            protocol=self.snapshot.protocol if self.read_version >= 0 else None,
+            metadata=self.snapshot.metadata if self.read_version >= 0 else None,
         )
         if self.verify_files:
             self._verify_files_exist(actions)
@@ -344,11 +346,21 @@ class OptimisticTransaction:
                 winner = WinningCommitSummary.from_actions(version, parse_commit(data))
                 if self._row_ids is not None:
                     self._row_ids.saw_winner(winner.actions)
+                elif winner.protocol is not None and row_tracking.supported(writer_features(winner.protocol)):
+                    # the winner added row tracking (and numbered every live file): from here on
+                    # this commit numbers its files too, starting from the table as the winner left it
+                    self._row_ids = self._row_id_assigner_at(version)
                 if self.row_level:
                     actions = self._check_rows(summary, winner, actions)
                 else:
                     actions = self._check_files(summary, winner, actions)
                 summary.follow_rewrites(winner)
+                if winner.metadata is not None and row_tracking.enabled(winner.metadata) \
+                        and not row_tracking.enabled(summary.metadata):
+                    # row tracking turned on under this commit: its rows are numbered, but the
+                    # ids of the rows it rewrote are not carried over (Delta tags it the same)
+                    info.extra["tags"] = {**info.extra.get("tags", {}), row_tracking.PRESERVED_TAG: "false"}
+                summary.follow_enablement(winner)
                 self.winning_versions.append(version)
                 if winner.commit_info is not None and winner.commit_info.timestamp is not None:
                     last_timestamp = max(last_timestamp or 0, int(winner.commit_info.timestamp))
@@ -373,6 +385,11 @@ class OptimisticTransaction:
             return None
         live = {a.path: a for a in self.snapshot.all_files} if self.read_version >= 0 else {}
         return row_tracking.RowIdAssigner(live, row_tracking.high_water_mark(self.snapshot.domain_metadata))
+
+    def _row_id_assigner_at(self, version: int) -> "row_tracking.RowIdAssigner":
+        snap = self.log.snapshot(version)
+        return row_tracking.RowIdAssigner({a.path: a for a in snap.all_files},
+                                          row_tracking.high_water_mark(snap.domain_metadata))
 
     def _table_files(self) -> TableFiles:
         if self._files is None:

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from isolde.errors import InvalidPropertyError, ProtocolChangedException
+from isolde.errors import InvalidPropertyError
 
 pytestmark = pytest.mark.spark
 
@@ -70,15 +70,18 @@ def test_other_mode_changes_are_refused(session, table_path, create_mode, target
     assert session.execute("DESCRIBE HISTORY t").count() == before
 
 
-def test_a_writer_that_read_before_the_upgrade_loses(session):
-    """The upgrade commits first: the insert prepared on the old schema gets ProtocolChanged."""
+def test_a_writer_that_read_before_the_upgrade_commits_on_top(session, table_path, delta_rows):
+    """The upgrade commits first: the insert prepared on the old schema still commits (as in Delta
+    4.1+: enabling name mapping keeps every column's name as its physical name, so the insert's
+    file reads through the new mapping)."""
     session.execute("CREATE TABLE t (id INT) TBLPROPERTIES (delta.enableDeletionVectors = false)")
     session.execute("INSERT INTO t VALUES (1)")
     insert = session.prepare("INSERT INTO t VALUES (2)")
     session.prepare(UPGRADE).commit()
-    with pytest.raises(ProtocolChangedException):
-        insert.commit()
-    assert _rows(session) == [(1,)]
+    insert.commit()
+    session.execute("ALTER TABLE t RENAME COLUMN id TO n")
+    assert _rows(session) == [(1,), (2,)]
+    assert delta_rows(table_path(session, "t")) == [(1,), (2,)]
 
 
 def test_the_upgrade_commits_on_top_of_a_write_that_won(session, table_path, delta_rows):

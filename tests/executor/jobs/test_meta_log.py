@@ -127,9 +127,11 @@ def test_protocol_change_fails_a_concurrent_writer(ctx):
     log = DeltaLog.for_table(path)
     writer = log.start_transaction()  # a writer that started before the ALTER
     add = _write_file(path, rows_of(1, 10), SCHEMA, ())
-    run_stmt(ctx, "ALTER TABLE t SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
-    with pytest.raises(E.ProtocolChangedException) as info:
-        writer.commit([add], operation="WRITE")
+    run_stmt(ctx, "ALTER TABLE t SET TBLPROPERTIES ('delta.feature.checkConstraints' = 'supported')")
+    from isolde.executor.log.actions import Protocol
+
+    with pytest.raises(E.ProtocolChangedException) as info:  # this writer changes the protocol too
+        writer.commit([Protocol(1, 4), add], operation="WRITE")
     assert info.value.winning_operation == "SET TBLPROPERTIES"
     assert version_of(path) == 2
     # a plain property change is a metadata change: MetadataChangedException
@@ -138,6 +140,18 @@ def test_protocol_change_fails_a_concurrent_writer(ctx):
     with pytest.raises(E.MetadataChangedException):
         writer.commit([add], operation="WRITE")
     assert delta_rows(path) == as_tuples(rows_of(2))
+    # enabling deletion vectors (protocol and metadata) fails no writer that changes neither
+    # (Delta 4.1+, FeatureEnablementConcurrencySuite): the append commits on top
+    writer = DeltaLog.for_table(path).start_transaction()
+    run_stmt(ctx, "ALTER TABLE t SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    assert writer.commit([add], operation="WRITE") == version_of(path) == 5
+    assert delta_rows(path) == as_tuples(rows_of(2) + rows_of(1, 10))
+    # a protocol that only gained a feature fails no writer either (as Delta 4.4: the feature asks
+    # nothing until a property turns it on)
+    add2 = _write_file(path, rows_of(1, 20), SCHEMA, ())
+    writer = DeltaLog.for_table(path).start_transaction()
+    run_stmt(ctx, "ALTER TABLE t SET TBLPROPERTIES ('delta.feature.changeDataFeed' = 'supported')")
+    assert writer.commit([add2], operation="WRITE") == 7
 
 
 def test_feature_and_protocol_properties(ctx, t):

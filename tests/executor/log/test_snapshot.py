@@ -259,6 +259,15 @@ def test_new_table_protocol_follows_properties(table_dir):
     assert "appendOnly" in upgraded.writer_features and "invariants" in upgraded.writer_features
 
 
+@pytest.mark.parametrize("conf", [{"delta.feature.rowTracking": "supported"}, {"delta.enableRowTracking": "true"},
+                                  {"delta.feature.clustering": "supported"}])
+def test_features_bring_the_features_they_need(conf):
+    """Row tracking and clustering keep their state in domain metadata (PROTOCOL.md): a protocol
+    that supports either supports domainMetadata, however the feature was asked for."""
+    p = required_protocol(Metadata(DEFAULT_SCHEMA, (), conf))
+    assert "domainMetadata" in p.writer_features
+
+
 def test_append_only_refuses_deletes(table_dir):
     from isolde.errors import ExecutionError
 

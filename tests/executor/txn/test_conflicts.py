@@ -8,7 +8,8 @@ past every winner) or the exact exception with the winning version and operation
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import pytest
@@ -175,6 +176,29 @@ def my_rewrite(paths, new_path, **pv):
     return build
 
 
+def enabling(properties: dict):
+    """A winner that sets ``properties`` on the table it read (same id, schema, partitioning)."""
+    def build(snapshot):
+        return [replace(snapshot.metadata, configuration={**snapshot.metadata.configuration, **properties})]
+
+    return build
+
+
+def name_mapping():
+    """A winner that turns on column mapping by name: each field gets an id and its own name as
+    its physical name (what ALTER TABLE ... SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name') writes)."""
+    def build(snapshot):
+        schema = json.loads(snapshot.metadata.schema_string)
+        for i, f in enumerate(schema["fields"], 1):
+            f["metadata"] = {**f.get("metadata", {}), "delta.columnMapping.id": i,
+                             "delta.columnMapping.physicalName": f["name"]}
+        conf = {**snapshot.metadata.configuration, "delta.columnMapping.mode": "name",
+                "delta.columnMapping.maxColumnId": str(len(schema["fields"]))}
+        return [replace(snapshot.metadata, schema_string=json.dumps(schema), configuration=conf)]
+
+    return build
+
+
 # --------------------------------------------------------------------------- the cases
 
 # (name, setup, reads, concurrent commits, actions, expect)
@@ -321,12 +345,43 @@ CASES = [
     ("metadata change vs blind append", Setup(), None,
      [Winner([Metadata(DEFAULT_SCHEMA, (), {"delta.appendOnly": "false"})], "SET TBLPROPERTIES")],
      [add("m.parquet")], Expect(MetadataChangedException, 1, "SET TBLPROPERTIES")),
-    ("protocol change vs blind append", Setup(), None,
-     [Winner([Protocol(1, 3)], "UPGRADE PROTOCOL")], [add("m.parquet")],
-     Expect(ProtocolChangedException, 1, "UPGRADE PROTOCOL")),
+    # a protocol that gained a feature asks nothing of a writer until metadata turns it on (Delta
+    # 4.4); one that lost a feature fails every writer
+    ("protocol upgrade vs blind append", Setup(), None,
+     [Winner([Protocol(1, 3)], "UPGRADE PROTOCOL")], [add("m.parquet")], OK),
+    ("protocol downgrade vs blind append", Setup(configuration={"delta.enableDeletionVectors": "true"}), None,
+     [Winner([Protocol(1, 2)], "DROP FEATURE")], [add("m.parquet")],
+     Expect(ProtocolChangedException, 1, "DROP FEATURE")),
+    # feature enablement (Delta 4.1+, FeatureEnablementConcurrencySuite): a winner that only turns
+    # on a feature a prepared commit honours fails nobody who changes no metadata or protocol
     ("enable deletion vectors (protocol + metadata) vs rmw", Setup(PART, files=[f_a1]), read_a,
+     [Winner(enabling({"delta.enableDeletionVectors": "true"}), "SET TBLPROPERTIES")],
+     my_rewrite([f_a1.path], "date=A/m.parquet", date=A), OK),
+    ("enable in-commit timestamps and v2 checkpoints vs rmw", Setup(PART, files=[f_a1]), read_a,
+     [Winner(enabling({"delta.enableInCommitTimestamps": "true", "delta.checkpointPolicy": "v2"}),
+             "SET TBLPROPERTIES")],
+     my_rewrite([f_a1.path], "date=A/m.parquet", date=A), OK),
+    ("enable column mapping by name vs rmw", Setup(PART, files=[f_a1]), read_a,
+     [Winner(name_mapping(), "SET TBLPROPERTIES")], my_rewrite([f_a1.path], "date=A/m.parquet", date=A), OK),
+    ("enable deletion vectors vs my metadata change", Setup(PART, files=[f_a1]), read_a,
+     [Winner(enabling({"delta.enableDeletionVectors": "true"}), "SET TBLPROPERTIES")],
+     [Metadata(DEFAULT_SCHEMA, PART, {"delta.appendOnly": "false"})],
+     Expect(MetadataChangedException, 1, "SET TBLPROPERTIES")),
+    ("enable deletion vectors vs my protocol change", Setup(PART, files=[f_a1]), read_a,
+     [Winner(enabling({"delta.enableDeletionVectors": "true"}), "SET TBLPROPERTIES")],
+     [Protocol(1, 3), add("m.parquet", date=A)], Expect(ProtocolChangedException, 1, "SET TBLPROPERTIES")),
+    ("a replaced table (new id) with deletion vectors vs rmw", Setup(PART, files=[f_a1]), read_a,
      [Winner([Metadata(DEFAULT_SCHEMA, PART, {"delta.enableDeletionVectors": "true"})], "SET TBLPROPERTIES")],
-     [add("m.parquet", date=A)], Expect(ProtocolChangedException, 1, "SET TBLPROPERTIES")),
+     [add("m.parquet", date=A)], Expect(MetadataChangedException, 1, "SET TBLPROPERTIES")),
+    ("disabling deletion vectors vs rmw", Setup(PART, {"delta.enableDeletionVectors": "true"}, files=[f_a1]),
+     read_a, [Winner(enabling({"delta.enableDeletionVectors": "false"}), "SET TBLPROPERTIES")],
+     [add("m.parquet", date=A)], Expect(MetadataChangedException, 1, "SET TBLPROPERTIES")),
+    ("enable row tracking vs rmw", Setup(PART), read_a,
+     [Winner(enabling({"delta.enableRowTracking": "true"}), "SET TBLPROPERTIES")],
+     [add("m.parquet", stats_json=stats(3), date=A)], OK),
+    ("a CHECK constraint vs rmw", Setup(PART, files=[f_a1]), read_a,
+     [Winner(enabling({"delta.constraints.pos": "id > 0"}), "ADD CONSTRAINT")],
+     [add("m.parquet", date=A)], Expect(MetadataChangedException, 1, "ADD CONSTRAINT")),
     ("two writers create the table", Setup(exists=False), None,
      [Winner([Metadata(DEFAULT_SCHEMA), add("w.parquet")], "CREATE TABLE")],
      [Metadata(DEFAULT_SCHEMA), add("m.parquet")], Expect(ProtocolChangedException, 0, "CREATE TABLE")),
@@ -352,6 +407,19 @@ CASES = [
 def test_conflict_matrix(tmp_path, case):
     name, setup, reads, winners, actions, expect = case
     check(tmp_path, "t", setup, reads, winners, actions, expect)
+
+
+def test_a_commit_rebased_over_row_tracking_enablement_numbers_its_rows(tmp_path):
+    """The winner added row tracking (and backfilled the live file's ids); the loser, prepared
+    without it, gets ids above the winner's high-water mark and says it preserved none."""
+    f = add("date=A/f.parquet", stats_json=stats(4), date=A)
+    txn = check(tmp_path, "t", Setup(PART, files=[f]), read_a,
+                [Winner(enabling({"delta.enableRowTracking": "true"}), "SET TBLPROPERTIES")],
+                [add("m.parquet", stats_json=stats(3), date=A)], OK)
+    final = DeltaLog.for_table(str(tmp_path / "t")).snapshot()
+    ids = {a.path: (a.base_row_id, a.default_row_commit_version) for a in final.all_files}
+    assert ids == {"date=A/f.parquet": (0, 1), "m.parquet": (4, 2)}
+    assert txn.commit_info.extra["tags"]["delta.rowTracking.preserved"] == "false"
 
 
 def test_rebased_commit_records_isolation_and_blindness(tmp_path):

@@ -1,5 +1,7 @@
 """Metadata and protocol changes fail every concurrent writer (the reference's "Important" box):
-each metadata statement of its list against each kind of write, through prepare()/commit().
+each metadata statement of its list against each kind of write, through prepare()/commit() --
+except a change that only enables a feature a prepared commit honours (deletion vectors, as
+Delta 4.1+ does: FeatureEnablementConcurrencySuite), which every such writer commits on top of.
 
 A writer that read the table before the change commits after it: MetadataChangedException, or
 ProtocolChangedException when the change touched the protocol; the table keeps the change
@@ -21,8 +23,6 @@ CHANGES = [
     ("property", "ALTER TABLE t SET TBLPROPERTIES ('team' = 'blue')", False),
     ("isolation", "ALTER TABLE t SET TBLPROPERTIES ('delta.isolationLevel' = 'Serializable')", False),
     ("unset", "ALTER TABLE t UNSET TBLPROPERTIES ('owner')", False),
-    ("enable-dv", "ALTER TABLE t SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')", True),
-    ("feature", "ALTER TABLE t SET TBLPROPERTIES ('delta.feature.checkConstraints' = 'supported')", True),
     ("add-columns", "ALTER TABLE t ADD COLUMNS (note STRING)", False),
     ("drop-feature", "ALTER TABLE t DROP FEATURE deletionVectors", True),
 ]
@@ -70,6 +70,35 @@ def test_a_metadata_change_fails_a_writer_that_started_before_it(session, change
     assert info.value.winning_version == base + 1
     assert s.execute("DESCRIBE HISTORY t").first().version == base + 1  # the change, not the write
     assert _rows(s) == ROWS
+
+
+#: changes that only enable a feature (or only add one to the protocol): as in Delta 4.4, they
+#: fail no writer that changes neither metadata nor protocol -- (id, statement, property it sets)
+ENABLEMENTS = [
+    ("enable-dv", "ALTER TABLE t SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')",
+     ("delta.enableDeletionVectors", "true")),
+    ("feature", "ALTER TABLE t SET TBLPROPERTIES ('delta.feature.checkConstraints' = 'supported')", None),
+]
+
+
+@pytest.mark.parametrize("change_id, change, prop", ENABLEMENTS, ids=[c[0] for c in ENABLEMENTS])
+@pytest.mark.parametrize("write", sorted(WRITES))
+def test_a_feature_enablement_fails_no_writer(session, write, change_id, change, prop):
+    """The writer prepared before the enablement commits on top of it, with the rows it would have
+    written without it (the same write run on a twin table u that nobody altered)."""
+    import re
+
+    s = session
+    base = _table(s, change_id)
+    s.execute("CREATE TABLE u AS SELECT * FROM t")
+    writer = s.prepare(WRITES[write])
+    s.execute(change)
+    assert writer.commit().version == base + 2
+    s.execute(re.sub(r"\bt\b", "u", WRITES[write]))
+    assert _rows(s) == sorted(tuple(r) for r in s.sql("SELECT id, v FROM u").collect())
+    props = {r[0]: r[1] for r in s.execute("SHOW TBLPROPERTIES t").collect()}
+    if prop is not None:
+        assert props[prop[0]] == prop[1]
 
 
 @pytest.mark.parametrize("change_id, change, protocol",
