@@ -18,11 +18,14 @@ from __future__ import annotations
 import json
 import os
 from typing import Iterable, Mapping, Optional
+import unicodedata
 from urllib.parse import quote, unquote, urlparse
 
 from isolde.errors import InvalidPropertyError, did_you_mean
 from ..log.actions import Metadata, Protocol
 from ..log.features import (
+    FEATURE_DEPENDENCIES,
+    needs_invariants,
     parse_interval_ms,
     reader_features,
     validate_table_properties,
@@ -242,6 +245,11 @@ def protocol_for_metadata(protocol: Protocol, metadata: Metadata) -> Protocol:
             writer.add("identityColumns")
         if "delta.generationExpression" in meta:
             writer.add("generatedColumns")
+    if needs_invariants(metadata.schema):
+        writer.add("invariants")
+    for feature, needs in FEATURE_DEPENDENCIES.items():
+        if feature in writer:
+            writer |= needs
     return protocol_with(protocol, reader=reader, writer=writer)
 
 
@@ -379,14 +387,34 @@ def local_path(table_path: str, log_path: str) -> str:
     return os.path.join(table_root(table_path), unquote(log_path))
 
 
+#: what java.net.URI leaves unescaped in a path: unreserved and punctuation characters, '@', '/'
+_URI_PATH_SAFE = "/=,;@&$+!*'()~:"
+
+
+def uri_path_quote(path: str) -> str:
+    """``path`` percent-encoded exactly as Hadoop's ``Path.toUri().toString()`` writes it, which is
+    what Delta-Spark records in the log: ASCII outside the URI path set is escaped (space -> %20,
+    ``%`` -> %25); other Unicode characters stay as they are unless they are control or space
+    characters (java.net.URI's "other" set). A path encoded differently names the same file to a
+    reader that decodes, but not to Delta's VACUUM, which matches the log's strings to the files it
+    lists: a non-ASCII partition value written as %C3%BC was deleted as unreferenced."""
+    out = []
+    for ch in path:
+        if ord(ch) > 127 and not 0x80 <= ord(ch) <= 0x9F and unicodedata.category(ch) not in ("Zs", "Zl", "Zp"):
+            out.append(ch)
+        else:
+            out.append(quote(ch, safe=_URI_PATH_SAFE))
+    return "".join(out)
+
+
 def to_file_uri(abs_path: str) -> str:
     """An absolute local path as a ``file:`` URI the way Hadoop writes it (``=`` kept, space -> %20)."""
-    return "file:" + quote(os.path.abspath(abs_path), safe="/=,;@&$+!*'()~:")
+    return "file:" + uri_path_quote(os.path.abspath(abs_path))
 
 
 def encode_relative(rel_path: str) -> str:
-    """A table-relative path in the log's percent-encoded form."""
-    return quote(rel_path.replace(os.sep, "/"), safe="/=,;@&$+!*'()~:")
+    """A table-relative path in the log's percent-encoded form (Hadoop's, as Delta writes it)."""
+    return uri_path_quote(rel_path.replace(os.sep, "/"))
 
 
 def deleted_file_retention_ms(metadata: Optional[Metadata]) -> int:

@@ -20,6 +20,7 @@ from pyspark.sql import types as T
 
 from isolde.errors import AnalysisError, InvalidPropertyError
 from isolde.grammar import ast
+from ..log.features import FEATURE_DEPENDENCIES, needs_invariants
 
 
 def quoted(name: str) -> str:
@@ -377,6 +378,11 @@ def features_for(struct: T.StructType, config: dict, clustering: bool = False) -
     for key, value in config.items():
         if key.startswith("delta.feature."):
             feats.add(key[len("delta.feature."):])
+    if needs_invariants(json.loads(struct.json())):
+        feats.add("invariants")
+    for feature, needs in FEATURE_DEPENDENCIES.items():
+        if feature in feats:
+            feats |= needs
     return feats
 
 

@@ -265,6 +265,9 @@ def run_insert(ctx, stmt: ast.Insert) -> PreparedWrite:
         metrics["numCopiedRows"] = copied
 
     def commit() -> DmlResult:
+        if not actions and not stmt.overwrite and replace_sql is None and txn.write_identity is None:
+            # an append of no rows changes nothing: as Delta, no version is committed
+            return DmlResult.of("INSERT", txn.read_version, "WRITE", metrics, handle.name, inserted=0)
         version = txn.commit(actions, operation="WRITE", operation_parameters=params, metrics=metrics)
         # Databricks' INSERT row: the rows this statement inserted (rows an OVERWRITE / REPLACE
         # WHERE replaced or copied are not counted)

@@ -56,7 +56,7 @@ from . import executes
 from ..runtime.phases import phase
 from ..rows.stable_row_ids import kept_row_id_column, stable_row_id
 from ..runtime.spark import without_adaptive
-from ..rows.scan import FILE_COL, ROW_COL, scan
+from ..rows.scan import FILE_COL, ROW_COL
 from ..rows.target_key_filter import target_key_filter
 from ..catalog.table_binding import pin, table_source
 from ..rows.target_reads import statement_reads_target
@@ -652,6 +652,14 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                 if sf is not None:
                     vals[f.name] = f"{q(s_alias)}.{q(sf.name)}"
                     trees[f.name] = exp.column(sf.name, table=s_alias)
+            # as Delta: without schema evolution INSERT * takes every target column from the source,
+            # except the ones the writer computes (generated and identity columns)
+            missing = [f.name for f in struct.fields if _field(src_struct, f.name) is None
+                       and not S.is_generated(f) and not S.is_identity(f)]
+            if missing and not evolve:
+                raise AnalysisError(
+                    f"INSERT * needs every target column in the source; missing: {', '.join(missing)}.",
+                    error_class="DELTA_MERGE_UNRESOLVED_EXPRESSION", sqlstate="42601")
         else:
             if len(act.columns) != len(act.values):
                 raise AnalysisError("INSERT column list and VALUES differ in length.",

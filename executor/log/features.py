@@ -189,6 +189,19 @@ def assert_writable(protocol: Protocol, metadata: Metadata | None = None, table:
 FEATURE_DEPENDENCIES = {"rowTracking": frozenset({"domainMetadata"}), "clustering": frozenset({"domainMetadata"})}
 
 
+def needs_invariants(schema: dict | None) -> bool:
+    """Does a schema (Delta's JSON dict) use the invariants writer feature? A NOT NULL column, or a
+    legacy ``delta.invariants`` expression, at the top level or inside structs (not inside arrays
+    or maps), as Delta's Invariants.getFromSchema counts them: a table-features protocol that
+    lacks the feature is refused by Delta-Spark (DELTA_FEATURES_PROTOCOL_METADATA_MISMATCH)."""
+    for f in (schema or {}).get("fields") or []:
+        if f.get("nullable") is False or "delta.invariants" in (f.get("metadata") or {}):
+            return True
+        if isinstance(f.get("type"), dict) and f["type"].get("type") == "struct" and needs_invariants(f["type"]):
+            return True
+    return False
+
+
 def required_protocol(metadata: Metadata, base: Protocol | None = None) -> Protocol:
     """The smallest protocol for ``metadata``: ``base`` (or 1/2) unless a property needs table features.
 
@@ -221,6 +234,8 @@ def required_protocol(metadata: Metadata, base: Protocol | None = None) -> Proto
                 writer.add(name)
                 if name in READER_WRITER_FEATURES:
                     reader.add(name)
+    if needs_invariants(metadata.schema):
+        writer.add("invariants")
     for feature, needs in FEATURE_DEPENDENCIES.items():
         if feature in writer:
             writer |= needs

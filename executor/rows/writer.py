@@ -29,7 +29,7 @@ import shutil
 import uuid
 from dataclasses import dataclass, field, replace
 from typing import Optional, Sequence
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 import sqlglot
 import sqlglot.expressions as exp
@@ -37,6 +37,7 @@ from pyspark.sql import DataFrame, functions as F
 from pyspark.sql import types as T
 
 from isolde.errors import AnalysisError, ColumnNotFoundError, UnsupportedFeatureError
+from ..catalog import properties as P
 from ..catalog import schema as S
 from . import store_assignment as SA
 from ..runtime.phases import phase
@@ -425,7 +426,7 @@ def _hive_unescape(text: str) -> str:
 
 
 def _rel_to_add_path(rel: str) -> str:
-    return quote(rel, safe="/=")
+    return P.encode_relative(rel)
 
 
 FIELD_ID_WRITE = "spark.sql.parquet.fieldId.write.enabled"

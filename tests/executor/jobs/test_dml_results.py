@@ -141,7 +141,7 @@ def test_merge_answers_every_clause_kind(session, props):
                    (7, 7, "a"), (50, 5, "a")])
     assert _rows(s) == want == read_delta_rows(path, ["id", "v", "p"])
     # a MERGE that matches and inserts nothing: zeros, nothing committed
-    r = s.execute("MERGE INTO t USING (SELECT 1000 AS id, 1 AS v) s ON s.id = t.id "
+    r = s.execute("MERGE INTO t USING (SELECT 1000 AS id, 1 AS v, 'a' AS p) s ON s.id = t.id "
                   "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED AND s.v < 0 THEN INSERT *")
     assert tuple(r.first()) == (0, 0, 0, 0) and r.version == 2
 

@@ -743,7 +743,6 @@ def test_convert_not_parquet_and_partition_column_in_data(ctx, tmp_path):
 
 @pytest.mark.parametrize("prop, error_class", [
     ("'delta.columnMapping.mode' = 'id'", "DELTA_UNSUPPORTED_COLUMN_MAPPING_MODE_CHANGE"),  # none -> name is allowed
-    ("'delta.enableRowTracking' = 'true'", "DELTA_UNSUPPORTED_TABLE_PROPERTY_CHANGE"),
     ("'delta.enableIcebergCompatV2' = 'true'", "DELTA_UNSUPPORTED_TABLE_PROPERTY_CHANGE"),
 ])
 def test_set_tblproperties_refuses_what_needs_a_rewrite(ctx, t, prop, error_class):
@@ -752,6 +751,24 @@ def test_set_tblproperties_refuses_what_needs_a_rewrite(ctx, t, prop, error_clas
     assert info.value.error_class == error_class
     assert version_of(t) == 1
     run_stmt(ctx, "ALTER TABLE t SET TBLPROPERTIES ('delta.enableRowTracking' = 'false')")  # off stays allowed
+
+
+def test_row_tracking_turned_on_for_an_existing_table(ctx, t):
+    """One commit adds the feature (with domainMetadata), the property and the materialised
+    column names, and gives every live file a base row id (re-added, dataChange=false), as
+    Delta's backfill does; the rows are unchanged and their ids distinct."""
+    before = {f.path for f in snapshot(t).all_files}
+    run_stmt(ctx, "ALTER TABLE t SET TBLPROPERTIES ('delta.enableRowTracking' = 'true')")
+    snap = snapshot(t)
+    assert {"rowTracking", "domainMetadata"} <= set(snap.protocol.writer_features)
+    conf = snap.metadata.configuration
+    assert conf["delta.enableRowTracking"] == "true"
+    assert conf["delta.rowTracking.materializedRowIdColumnName"].startswith("_row-id-col-")
+    files = snap.all_files
+    assert {f.path for f in files} == before and all(f.base_row_id is not None for f in files)
+    ranges = sorted((f.base_row_id, f.base_row_id + f.num_records - 1) for f in files)
+    assert all(a[1] < b[0] for a, b in zip(ranges, ranges[1:]))
+    assert delta_rows(t) == sorted_rows(T_ROWS)
 
 
 def test_change_data_feed_turned_on_for_an_existing_table(ctx, t):

@@ -1,0 +1,268 @@
+"""The reference as the oracle of every statement's semantics: a differential fuzzer.
+
+Random tables and random INSERT / UPDATE / DELETE / MERGE / time-travel / view / CTE sequences
+(tests/helpers/dml_fuzz.py) run on isolde and on Delta Lake on Spark, compared after every
+statement: rows, affected-row counts, outcome and coarse error class; at the end the change data
+feed, and Delta reading isolde's table. A failure prints the seed and the case as a SQL script.
+
+    make test        MAKE_TEST_SEEDS (a fixed list; see the module's constant for the count)
+    torture          ISOLDE_FUZZ_SEEDS cases (default 1000) from ISOLDE_FUZZ_START (default 1000),
+                     ISOLDE_FUZZ_LENGTH statements each (default 10); known isolde bugs (each
+                     with its regression test below) are counted, anything else fails the run
+                     with a shrunk replay script.
+
+Each difference the fuzzer found is a named test below: an isolde bug is an
+``xfail(strict=True, reason="isolde bug: ...")`` test beside a test pinning the reference's
+behaviour; a reasoned departure asserts each engine's own behaviour.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import isolde
+from isolde import errors as E
+from tests.helpers.dml_fuzz import (Case, coarse_error, generate_case, known_bug, log_version, render, run_case,
+                                    shrink)
+from tests.helpers.reference import ref
+
+# 3 cases of 6 generated statements after the setup (CREATE, maybe ALTER ... CHECK, the first
+# INSERT): 27 statements on each engine, each followed by a comparison of the table.
+# Measured on this loaded 2-core machine (4 other Spark JVMs running): see the report.
+LENGTH = 6
+MAKE_TEST_SEEDS = [6, 10, 11]
+
+
+def _report(out) -> str:
+    return (f"seed {out.case.seed}: {out.difference}\n\nreplay:\n{out.script(out.difference.step)}\n\n"
+            "per step:\n" + "\n".join(out.log))
+
+
+# --------------------------------------------------------------------------- the generator
+
+
+def test_generated_statements_are_isolde_sql():
+    """Every statement the generator makes is valid isolde SQL: the fuzzer probes semantics."""
+    bad = []
+    for seed in range(200):
+        for step in generate_case(seed, 10).steps:
+            sql = render(step.sql, "t", "v", list(range(64)))
+            try:
+                isolde.parse(sql)
+            except E.ParseError as exc:
+                bad.append(f"seed {seed}: {sql}\n  {exc}")
+    assert bad == []
+
+
+def test_cases_are_reproducible():
+    assert generate_case(1234, 10) == generate_case(1234, 10)
+    assert generate_case(1234, 10) != generate_case(1235, 10)
+
+
+@pytest.mark.parametrize("exc, expected", [
+    (E.ParseError("x", line=1, column=1), "parse"),
+    (E.AnalysisError("x", error_class="DELTA_MERGE_UNRESOLVED_EXPRESSION", sqlstate="42601"), "analysis"),
+    (E.ConstraintViolationError("x"), "constraint"),
+    (E.NotNullViolationError("x"), "constraint"),
+    (E.MergeCardinalityError("x"), "cardinality"),
+    (E.StoreAssignmentError("x"), "cast"),
+    (E.ExecutionError("x", error_class="ARITHMETIC_OVERFLOW", sqlstate="22003"), "cast"),
+    (E.ExecutionError("x", error_class="TASK_WRITE_FAILED", sqlstate="58030"), "other"),
+])
+def test_coarse_error_classes_of_isolde(exc, expected):
+    assert coarse_error(exc) == expected
+
+
+@pytest.mark.parametrize("sql, expected", [
+    ("SELEC 1", "parse"),
+    ("SELECT no_such_column FROM range(1)", "analysis"),
+    ("SELECT CAST('abc' AS INT)", "cast"),
+    ("SELECT * FROM VALUES ('abc'), (1) AS v(x)", "analysis"),     # Spark checks it in the parser
+])
+def test_coarse_error_classes_of_spark(spark, sql, expected):
+    with pytest.raises(Exception) as info:
+        spark.sql(sql).collect()
+    assert coarse_error(info.value) == expected
+
+
+# --------------------------------------------------------------------------- the fuzzer
+
+
+@pytest.mark.parametrize("seed", MAKE_TEST_SEEDS)
+def test_fuzz_case(seed, session, spark, tmp_path):
+    out = run_case(generate_case(seed, LENGTH), session, spark, str(tmp_path))
+    assert out.difference is None, _report(out)
+
+
+@pytest.mark.torture
+def test_fuzz_many(session, spark, tmp_path):
+    """Thousands of cases; a difference not yet known as an isolde bug fails with its replay."""
+    count = int(os.environ.get("ISOLDE_FUZZ_SEEDS", "1000"))
+    start = int(os.environ.get("ISOLDE_FUZZ_START", "1000"))
+    length = int(os.environ.get("ISOLDE_FUZZ_LENGTH", "10"))
+    unknown, known, statements = [], {}, 0
+    for seed in range(start, start + count):
+        case = generate_case(seed, length)
+        out = run_case(case, session, spark, str(tmp_path), tag=f"{seed}")
+        statements += out.steps_run
+        if out.difference is None:
+            continue
+        bug = known_bug(out)
+        if bug:
+            known[bug] = known.get(bug, 0) + 1
+            continue
+        first = out.difference
+
+        def still_differs(trial: Case, _n=[0]) -> bool:
+            _n[0] += 1
+            again = run_case(trial, session, spark, str(tmp_path), tag=f"{seed}_s{_n[0]}")
+            return again.difference is not None and again.difference.kind == first.kind
+
+        small = shrink(Case(case.seed, case.table, case.steps[:out.steps_run]), still_differs)
+        again = run_case(small, session, spark, str(tmp_path), tag=f"{seed}_min")
+        unknown.append(_report(again if again.difference else out))
+    print(f"{count} cases, {statements} statements; known isolde bugs hit: {known}")
+    assert unknown == [], "\n\n".join(unknown)
+
+
+# --------------------------------------------------------------------------- what it found
+
+
+def test_reference_lists_invariants_for_a_not_null_column(delta, tmp_path):
+    """Delta-Spark puts the legacy ``invariants`` writer feature in the protocol of a table with a
+    NOT NULL column once the protocol lists features (writer version 7, e.g. with DVs on)."""
+    path = str(tmp_path / "ref_t")
+    delta.sql(f"CREATE TABLE {ref(path)} (id INT NOT NULL, b BIGINT) USING DELTA "
+              "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    proto = delta.sql(f"DESCRIBE DETAIL {ref(path)}")[0].asDict()
+    assert "invariants" in proto["tableFeatures"] and "deletionVectors" in proto["tableFeatures"]
+
+
+def test_delta_reads_isoldes_table_with_a_not_null_column(session, delta, table_path):
+    """Fuzz kind 'interop' (every case whose table has a NOT NULL column and DVs)."""
+    session.execute("CREATE TABLE t (id INT NOT NULL, b BIGINT) USING DELTA "
+                    "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    session.execute("INSERT INTO t VALUES (1, 2)")
+    assert delta.rows(table_path(session, "t")) == [(1, 2)]
+
+
+MERGE_PARTIAL_INSERT_STAR = ("MERGE INTO {t} AS tg USING (SELECT 2 AS id) AS sr ON tg.id = sr.id "
+                             "WHEN NOT MATCHED THEN INSERT *")
+
+
+def test_reference_refuses_insert_star_from_a_partial_source(delta, tmp_path):
+    """Without schema evolution Delta resolves INSERT * against every target column: a source
+    lacking one is refused (DELTA_MERGE_UNRESOLVED_EXPRESSION; Delta 4.4 on Spark 4.2 lacks that
+    class's text, so it surfaces as an INTERNAL_ERROR naming it) and nothing is written."""
+    path = str(tmp_path / "ref_t")
+    delta.sql(f"CREATE TABLE {ref(path)} (id INT, b BIGINT) USING DELTA")
+    delta.sql(f"INSERT INTO {ref(path)} VALUES (1, 10)")
+    with pytest.raises(Exception) as info:
+        delta.sql(MERGE_PARTIAL_INSERT_STAR.format(t=ref(path)))
+    assert "DELTA_MERGE_UNRESOLVED_EXPRESSION" in str(info.value)
+    assert coarse_error(info.value) == "analysis"
+    assert delta.rows(path) == [(1, 10)]
+
+
+def test_insert_star_from_a_partial_source_is_refused(session):
+    """Fuzz kind 'outcome' at a MERGE with INSERT *: isolde wrote (2, NULL)."""
+    session.execute("CREATE TABLE t (id INT, b BIGINT) USING DELTA")
+    session.execute("INSERT INTO t VALUES (1, 10)")
+    with pytest.raises(E.AnalysisError):
+        session.execute(MERGE_PARTIAL_INSERT_STAR.format(t="t"))
+    assert sorted(tuple(r) for r in session.sql("SELECT * FROM t").collect()) == [(1, 10)]
+
+
+EMPTY_INSERT = "INSERT INTO {t} SELECT * FROM {t} WHERE id > 100"
+
+
+def test_reference_commits_nothing_for_an_insert_of_no_rows(delta, tmp_path):
+    path = str(tmp_path / "ref_t")
+    delta.sql(f"CREATE TABLE {ref(path)} (id INT, b BIGINT) USING DELTA")
+    delta.sql(f"INSERT INTO {ref(path)} VALUES (1, 10)")
+    delta.sql(EMPTY_INSERT.format(t=ref(path)))
+    assert log_version(path) == 1
+
+
+def test_insert_of_no_rows_commits_nothing(session, table_path):
+    """Fuzz note 'version' at an INSERT ... SELECT whose query is empty."""
+    session.execute("CREATE TABLE t (id INT, b BIGINT) USING DELTA")
+    session.execute("INSERT INTO t VALUES (1, 10)")
+    answer = session.execute(EMPTY_INSERT.format(t="t"))
+    assert answer.first().asDict() == {"num_affected_rows": 0, "num_inserted_rows": 0}
+    assert log_version(table_path(session, "t")) == 1
+
+
+# --------------------------------------------------------------------------- reasoned departures
+
+
+def test_departure_insert_answers_with_counts(session, delta, tmp_path):
+    """isolde answers INSERT with Databricks' (num_affected_rows, num_inserted_rows); Delta OSS's
+    INSERT answers with no rows. Not a semantic difference: the fuzzer compares INSERT counts only
+    where Delta answers with rows."""
+    path = str(tmp_path / "ref_t")
+    session.execute("CREATE TABLE t (id INT) USING DELTA")
+    delta.sql(f"CREATE TABLE {ref(path)} (id INT) USING DELTA")
+    assert [tuple(r) for r in session.execute("INSERT INTO t VALUES (1), (2)").rows] == [(2, 2)]
+    assert delta.sql(f"INSERT INTO {ref(path)} VALUES (1), (2)") == []
+
+
+def test_departure_identity_values_are_each_engines_own(session, delta, tmp_path, table_path):
+    """Identity columns promise distinct, increasing-by-step values, not which: both engines hand
+    out ranges per task, so the fuzzer leaves identity values out of its comparisons and this test
+    asserts only the promise on each engine."""
+    path = str(tmp_path / "ref_t")
+    ddl = "CREATE TABLE {t} (id INT, rid BIGINT GENERATED ALWAYS AS IDENTITY) USING DELTA"
+    session.execute(ddl.format(t="t"))
+    delta.sql(ddl.format(t=ref(path)))
+    for text in ("INSERT INTO {t} (id) VALUES (1), (2), (3)", "INSERT INTO {t} (id) VALUES (4)"):
+        session.execute(text.format(t="t"))
+        delta.sql(text.format(t=ref(path)))
+    for rows in (session.sql("SELECT id, rid FROM t").collect(), delta.sql(f"SELECT id, rid FROM {ref(path)}")):
+        rids = [r["rid"] for r in sorted(rows)]
+        assert None not in rids and len(set(rids)) == 4 and rids[3] > max(rids[:3])
+
+
+def test_departure_subquery_in_delete(session, delta, tmp_path):
+    """isolde speaks Databricks SQL, whose DELETE / UPDATE conditions may hold IN subqueries;
+    Delta OSS refuses them (DELTA_UNSUPPORTED_SUBQUERY). A superset, not a difference in meaning:
+    the generator leaves such conditions out."""
+    path = str(tmp_path / "ref_t")
+    for name in ("t", ref(path)):
+        run = session.execute if name == "t" else delta.sql
+        run(f"CREATE TABLE {name} (id INT, b BIGINT) USING DELTA")
+        run(f"INSERT INTO {name} VALUES (1, 10), (2, 20)")
+    stmt = "DELETE FROM {t} WHERE id IN (SELECT id FROM {t} VERSION AS OF 1 WHERE b > 15)"
+    assert [tuple(r) for r in session.execute(stmt.format(t="t")).rows] == [(1,)]
+    assert sorted(tuple(r) for r in session.sql("SELECT * FROM t").collect()) == [(1, 10)]
+    with pytest.raises(Exception) as info:
+        delta.sql(stmt.format(t=ref(path)))
+    assert "DELTA_UNSUPPORTED_SUBQUERY" in str(info.value)
+
+
+DUPLICATE_MATCHES = ("MERGE INTO {t} AS tg USING (SELECT 1 AS id UNION ALL SELECT 1 UNION ALL SELECT 3) AS sr "
+                     "ON tg.id = sr.id WHEN NOT MATCHED THEN INSERT (id) VALUES (sr.id) "
+                     "WHEN NOT MATCHED BY SOURCE THEN UPDATE SET tg.b = 0")
+
+
+def test_departure_duplicate_matches_without_a_matched_clause(session, delta, tmp_path):
+    """Two source rows match one target row, but no WHEN MATCHED clause modifies that row (here:
+    there is none; seed 9 of the fuzzer: the clauses' conditions are false for it), so no target
+    row is modified twice. isolde checks cardinality per modified row and merges; Delta-Spark
+    counts every target row its join matches more than once and refuses the whole MERGE
+    (DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE). isolde is the more precise at row
+    level (Databricks documents the error for source rows that "attempt to update the same target
+    row"); reported for a decision: if the reference's stricter rule is wanted, this test flips."""
+    path = str(tmp_path / "ref_t")
+    for name in ("t", ref(path)):
+        run = session.execute if name == "t" else delta.sql
+        run(f"CREATE TABLE {name} (id INT, b BIGINT) USING DELTA")
+        run(f"INSERT INTO {name} VALUES (1, 10), (2, 20)")
+    assert [tuple(r) for r in session.execute(DUPLICATE_MATCHES.format(t="t")).rows] == [(2, 1, 0, 1)]
+    assert sorted(tuple(r) for r in session.sql("SELECT * FROM t").collect()) == [(1, 10), (2, 0), (3, None)]
+    with pytest.raises(Exception) as info:
+        delta.sql(DUPLICATE_MATCHES.format(t=ref(path)))
+    assert coarse_error(info.value) == "cardinality"
+    assert delta.rows(path) == [(1, 10), (2, 20)]
