@@ -30,8 +30,9 @@ def test_create_table_defaults_dv_protocol(session, table_path):
     assert isinstance(r, CommitResult) and r.version == 0 and r.operation == "CREATE TABLE"
     path = table_path(session, "t")
     proto = _action(path, 0, "protocol")
+    # a NOT NULL column needs the invariants feature (Delta refuses to read the table without it)
     assert proto == {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"],
-                     "writerFeatures": ["deletionVectors"]}
+                     "writerFeatures": ["deletionVectors", "invariants"]}
     meta = _action(path, 0, "metaData")
     assert meta["partitionColumns"] == ["p"]
     assert meta["configuration"] == {"delta.enableDeletionVectors": "true", "owner": "me"}

@@ -152,6 +152,7 @@ TBLPROPERTIES (
   'delta.feature.domainMetadata' = 'supported',
   'delta.feature.generatedColumns' = 'supported',
   'delta.feature.identityColumns' = 'supported',
+  'delta.feature.invariants' = 'supported',
   'delta.feature.rowTracking' = 'supported',
   'delta.feature.timestampNtz' = 'supported',
   'delta.isolationLevel' = 'Serializable',
@@ -267,7 +268,8 @@ def test_show_create_table_clustered_external_and_plain(session, tmp_path):
         f"CLUSTER BY (k, v)\nLOCATION '{uri}'\nTBLPROPERTIES (\n"
         "  'delta.enableDeletionVectors' = 'true',\n  'delta.enableRowTracking' = 'true',\n"
         "  'delta.feature.clustering' = 'supported',\n  'delta.feature.deletionVectors' = 'supported',\n"
-        "  'delta.feature.domainMetadata' = 'supported',\n  'delta.feature.rowTracking' = 'supported',\n"
+        "  'delta.feature.domainMetadata' = 'supported',\n  'delta.feature.invariants' = 'supported',\n"
+        "  'delta.feature.rowTracking' = 'supported',\n"
         "  'delta.minReaderVersion' = '3',\n  'delta.minWriterVersion' = '7')\n")
     # replayed at another location: an external, clustered table with the same definition
     other = str(tmp_path / "ext2")
