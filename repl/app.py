@@ -33,7 +33,9 @@ class Repl:
             color = settings.color and not os.environ.get("NO_COLOR") and self.stdout.isatty()
         self.color = color
         self.exit_requested = False
-        self.catalog = CatalogCache(self.holder.peek)
+        # completion's names come from the log: usable as soon as the Session object exists
+        self.catalog = CatalogCache(lambda: self.holder.peek() or self.holder.offline(timeout=0))
+        holder.on_constructed.append(lambda _session: self.catalog.refresh())
         holder.on_ready.append(lambda _session: self.catalog.refresh())
         if history is None:
             try:
@@ -96,6 +98,9 @@ class Repl:
 
     def session(self) -> Any:
         return self.runner.session()
+
+    def catalog_session(self) -> Any:
+        return self.runner.catalog_session()
 
     def run_text(self, text: str, source: Optional[str] = None) -> bool:
         return self.runner.run_text(text, source=source)

@@ -143,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not loaded and stdin_tty:
         from .app import Repl
 
-        holder.connect_kwargs["warm_up"] = settings.warm_up  # the user is typing: warm the JVM up meanwhile
+        holder.warm_up = settings.warm_up  # the user is typing: warm the JVM up meanwhile
 
         if args.timing:
             settings.timing = True

@@ -116,7 +116,7 @@ def run_meta(meta: Meta, ctx: Any) -> None:
             s.expanded = False
         ctx.echo(f"Output format is {s.format}.")
     elif meta.name == "dt":
-        session = ctx.session()
+        session = _catalog_session(ctx)
         database = meta.args[0] if meta.args else None
         names = list_tables(session, database)
         if not names:
@@ -153,6 +153,12 @@ def run_meta(meta: Meta, ctx: Any) -> None:
         raise MetaError(f"unknown meta-command \\{meta.name}")
 
 
+def _catalog_session(ctx: Any) -> Any:
+    """``\\dt`` and ``\\d`` read the log: they need not wait for Spark to start."""
+    getter = getattr(ctx, "catalog_session", None)
+    return getter() if callable(getter) else ctx.session()
+
+
 def _names(items: Any) -> list[str]:
     from .completion import _name_of
 
@@ -171,7 +177,7 @@ def list_tables(session: Any, database: str | None = None) -> list[str]:
 def describe(ctx: Any, table: str) -> None:
     """``\\d t``: columns (DESCRIBE TABLE), then partitioning / clustering / properties /
     location / size from DESCRIBE DETAIL."""
-    session = ctx.session()
+    session = _catalog_session(ctx)
     cols = session.execute(f"DESCRIBE TABLE {table}")
     header, rows = column_listing(list(cols.columns), [tuple(r) for r in cols.rows])
     ctx.echo(f'Table "{table}"')

@@ -39,6 +39,16 @@ class SessionHolder:
         self.started_at: Optional[float] = None
         self.ready_after: Optional[float] = None
         self.on_ready: list[Callable[[Any], None]] = []
+        self.on_constructed: list[Callable[[Any], None]] = []
+        # the Session object exists (its catalog reads the log) a moment after start, seconds
+        # before Spark is up: log-only statements and meta-commands use it meanwhile
+        self._constructed = threading.Event()
+        self._offline: Any = None
+        # the warm-up (executor/runtime/warmup.py) is started here, not by ``connect``: never
+        # while a statement waits for Spark (it would compete for the two cores), but after it
+        self.warm_up = False
+        self._warm_up_started = False
+        self._waiting = 0
 
     def start_background(self) -> None:
         with self._lock:
@@ -59,7 +69,17 @@ class SessionHolder:
             session = self.factory(**self.connect_kwargs)
             starter = getattr(session, "start", None)
             if callable(starter):
-                starter()
+                starter()  # (returns at once; pyspark imported by then, see Session.start)
+            loaded = getattr(session, "wait_loaded", None)
+            if callable(loaded):
+                loaded()  # its modules imported (~0.6 s, while the JVM boots): usable offline
+            self._offline = session
+            self._constructed.set()
+            for callback in list(self.on_constructed):
+                try:
+                    callback(session)
+                except Exception:
+                    pass
             waiter = getattr(session, "wait_ready", None)
             if callable(waiter):
                 waiter()
@@ -67,8 +87,11 @@ class SessionHolder:
         except BaseException as exc:  # noqa: BLE001 - reported on first use
             self._error = exc
         finally:
+            self._constructed.set()
             self.ready_after = time.perf_counter() - (self.started_at or time.perf_counter())
             self._ready.set()
+        if self._session is not None and not self._waiting:
+            self.start_warm_up()
         if self._session is not None:
             for callback in list(self.on_ready):
                 try:
@@ -83,13 +106,34 @@ class SessionHolder:
     def peek(self) -> Any:
         return self._session if self._ready.is_set() else None
 
+    def offline(self, timeout: float = 5.0) -> Any:
+        """The Session before Spark is up (its catalog and log-only statements work), or the
+        ready one; None if it could not be made within ``timeout``."""
+        self.start_background()
+        self._constructed.wait(timeout)
+        return self._session if self._ready.is_set() and self._session is not None else self._offline
+
+    def start_warm_up(self) -> None:
+        """Start the session's warm-up once, if wanted and Spark is up (else at readiness)."""
+        session = self._session
+        if not self.warm_up or self._warm_up_started or session is None:
+            return
+        starter = getattr(session, "start_warm_up", None)
+        if callable(starter):
+            self._warm_up_started = True
+            starter()
+
     def get(self, on_wait: Callable[[float], None] | None = None) -> Any:
         """The ready Session; calls ``on_wait(elapsed)`` about every 0.1 s while Spark starts."""
         self.start_background()
         began = time.perf_counter()
-        while not self._ready.wait(0.1):
-            if on_wait is not None:
-                on_wait(time.perf_counter() - began)
+        self._waiting += 1
+        try:
+            while not self._ready.wait(0.1):
+                if on_wait is not None:
+                    on_wait(time.perf_counter() - began)
+        finally:
+            self._waiting -= 1
         if self._error is not None:
             raise self._error
         return self._session
@@ -101,6 +145,12 @@ class SessionHolder:
                 session.close()
             except Exception:
                 pass
+
+
+def spark_of(session: Any) -> Any:
+    """The SparkSession a Session's statements run on (``engine``: not the public ``spark``,
+    whose first use registers the streaming source, ~1 s of a fresh JVM's time)."""
+    return getattr(session, "engine", None) or getattr(session, "spark", None)
 
 
 class Cancelled(Exception):
@@ -116,7 +166,7 @@ def cancel_jobs(session: Any) -> None:
     except Exception:
         pass
     try:
-        spark = getattr(session, "spark", None) if getattr(session, "ready", False) else None
+        spark = spark_of(session) if getattr(session, "ready", False) else None
         if spark is not None:
             spark.sparkContext.cancelAllJobs()
     except Exception:
@@ -246,6 +296,25 @@ class Runner:
             if status is not None:
                 status.clear()
 
+    def catalog_session(self) -> Any:
+        """A Session for the log and the warehouse (``\\dt``, ``\\d``): the one Spark is still
+        starting for, if Spark is not up yet."""
+        offline = getattr(self.holder, "offline", None)
+        session = offline() if callable(offline) and not self.holder.ready else None
+        return session if session is not None else self.session()
+
+    def _without_spark(self, sql: str) -> Any:
+        """The not-yet-ready Session if ``sql`` runs without Spark, else None."""
+        offline = getattr(self.holder, "offline", None)
+        session = offline() if callable(offline) else None
+        needs = getattr(session, "needs_spark", None)
+        if session is None or not callable(needs):
+            return None
+        try:
+            return None if needs(sql) else session
+        except Exception:  # noqa: BLE001 - the statement runs the usual way and reports its own error
+            return None
+
     def run_text(self, text: str, source: str | None = None) -> bool:
         """Run every statement of ``text``. Returns True when all succeeded."""
         try:
@@ -301,11 +370,18 @@ class Runner:
             # the statement's time includes any wait for Spark to start (said apart)
             began = time.perf_counter()
             was_ready = self.holder.ready
+            session = None
             if not was_ready:
                 isolde.parse(sql)  # a syntax error is shown at once, not after Spark has started
-            session = self.session()
+                session = self._without_spark(sql)  # DESCRIBE, SHOW TBLPROPERTIES, SET ...: no wait
+                was_ready = session is not None
+            if session is None:
+                session = self.session()
             waited = None if was_ready else time.perf_counter() - began
-            result = self._execute(session, sql)
+            try:
+                result = self._execute(session, sql)
+            finally:
+                self.holder.start_warm_up()  # after the first statement, if it waited for Spark
             elapsed = time.perf_counter() - began
             self.show_result(result, elapsed, waited)
             first = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
@@ -361,7 +437,7 @@ class Runner:
                     after = self.settings.progress_after
                     if status is not None and after >= 0 and elapsed > after and worker.is_alive():
                         if spark is None:
-                            spark = getattr(session, "spark", None)
+                            spark = spark_of(session)
                         stages = read_stages(spark) if spark is not None else []
                         status.show(render_progress(stages, elapsed, status.width))
                 except KeyboardInterrupt:

@@ -44,7 +44,7 @@ class ConfStore:
                 self._values[key] = str(value)
 
     def _spark(self):
-        return self._session.spark if self._session is not None else None
+        return self._session.engine if self._session is not None else None
 
     def set(self, key: str, value) -> None:
         value = str(value)
@@ -138,7 +138,7 @@ class ExecutionContext:
 
     @property
     def spark(self):
-        return self.session.spark
+        return self.session.engine
 
     @property
     def catalog(self):

@@ -111,4 +111,4 @@ class TableWriter:
             (stmt,) = self._session._parse(sql)
             return self._session._run(stmt, write_options=dict(self._options))
         finally:
-            self._session.spark.catalog.dropTempView(view)
+            self._session.engine.catalog.dropTempView(view)

@@ -72,6 +72,7 @@ class Session:
         self._spark = spark
         self._start_error: Optional[BaseException] = None
         self._started = threading.Event()
+        self._loaded = threading.Event()  # the statement modules are imported (wait_loaded)
         self._thread: Optional[threading.Thread] = None
         self._lock = threading.Lock()
         self._current_database = DEFAULT_DATABASE
@@ -97,30 +98,34 @@ class Session:
         with self._lock:
             if self._started.is_set() or self._thread is not None:
                 return self
+            # imported here, before any other thread can: two threads' first imports of pyspark
+            # (a package whose modules import each other) fail with "partially initialized"
+            import pyspark  # noqa: F401
+
             self._thread = threading.Thread(target=self._start_spark, name="isolde-spark-start", daemon=True)
             self._thread.start()
         return self
 
     def _start_spark(self) -> None:
         try:
+            from ..jobs import load_all
             from ..runtime.spark import get_spark
 
-            self._spark = get_spark(self._master, self._spark_conf)
+            # every statement module is imported (0.6 s) while the JVM boots, not after it:
+            # the start thread joins the imports before its own next import (SparkContext's)
+            def import_all() -> None:
+                try:
+                    load_all()
+                finally:
+                    self._loaded.set()
+
+            imports = threading.Thread(target=import_all, name="isolde-imports", daemon=True)
+            imports.start()
+            self._spark = get_spark(self._master, self._spark_conf, after_launch=imports.join)
             for key, value in self.conf.items():
                 if key.startswith("spark.sql."):
                     self._spark.conf.set(key, value)
-            try:  # spark.readStream.format("isolde") without a helper call
-                from ..streaming import register
-
-                register(self._spark)
-            except Exception:  # noqa: BLE001 - streaming is optional; read_stream registers again
-                pass
-            # every statement module imported on this thread, before the warm-up's thread and
-            # the first statement's can both import them at once (concurrent first imports of
-            # modules that import each other can deadlock Python's module locks)
-            from ..jobs import load_all
-
-            load_all()
+            imports.join()
             self._start_warm_up()  # before ready: whoever waits for Spark finds it started
         except BaseException as e:  # reported by wait_ready
             self._start_error = e
@@ -135,6 +140,40 @@ class Session:
             load_all()  # imported here, not by the warm-up's thread and a statement's at once
 
             self.warm_up = WarmUp(self._spark).start()
+
+    def wait_loaded(self, timeout: Optional[float] = None) -> bool:
+        """Wait until the statement modules are imported: ``start`` imports them in a thread
+        of its own while the JVM boots, and a second thread importing them at the same time
+        could deadlock on Python's module locks. After this, the catalog, the log and the
+        statements that need no Spark (``needs_spark``) can be used before Spark is up."""
+        if self._thread is None:  # no start thread is importing them: import here
+            from ..jobs import load_all
+
+            load_all()
+            self._loaded.set()
+        return self._loaded.wait(timeout)
+
+    def start_warm_up(self) -> None:
+        """Warm the JVM up now (once Spark is up, if it is not yet): the REPL starts it when
+        no statement is waiting for Spark, or after the first one."""
+        self._warm_up_wanted = True
+        if self._started.is_set() and self._spark is not None:
+            self._start_warm_up()
+
+    def needs_spark(self, stmt: Union[str, ast.Statement]) -> bool:
+        """Does running ``stmt`` (text: every statement of it) need Spark? DESCRIBE, SHOW
+        TBLPROPERTIES, SET and other log-only statements do not: they run before Spark is up."""
+        from ..jobs import EXECUTORS, load_all
+
+        load_all()
+        for one in self._parse(stmt):
+            runner = EXECUTORS.get(type(one))
+            needs = getattr(runner, "needs_spark", True) if runner is not None else True
+            if callable(needs):
+                needs = needs(one)
+            if needs:
+                return True
+        return False
 
     def _stop_warm_up(self) -> None:
         """A statement never waits for the warm-up: its jobs are cancelled first."""
@@ -156,6 +195,22 @@ class Session:
 
     @property
     def spark(self):
+        """The SparkSession, for the caller's own use: ``spark.readStream.format("isolde")``
+        works on it without a helper call. (Registering that source costs ~1 s of a cold
+        JVM, so it is done here, on first use, not while a fresh session's first statement
+        waits; statements use ``engine``.)"""
+        spark = self.engine
+        try:
+            from ..streaming import register
+
+            register(spark)
+        except Exception:  # noqa: BLE001 - streaming is optional; read_stream registers again
+            pass
+        return spark
+
+    @property
+    def engine(self):
+        """The SparkSession statements run on (waits for Spark to start)."""
         if self._spark is None:
             self.wait_ready()
         return self._spark

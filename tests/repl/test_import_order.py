@@ -64,7 +64,12 @@ def test_every_statement_module_is_imported_before_the_session_is_ready():
         class FakeSpark:  # no JVM: only the order of imports is under test
             conf = FakeConf()
 
-        spark_module.get_spark = lambda master=None, conf=None: FakeSpark()
+        def fake_get_spark(master=None, conf=None, after_launch=None):
+            if after_launch is not None:
+                after_launch()
+            return FakeSpark()
+
+        spark_module.get_spark = fake_get_spark
         from isolde.executor.session.session import Session
         import pkgutil, isolde.executor.jobs as jobs
         names = [f"isolde.executor.jobs.{m.name}" for m in pkgutil.iter_modules(jobs.__path__)]
