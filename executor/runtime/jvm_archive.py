@@ -135,14 +135,29 @@ def build(force: bool = False, timeout_s: float = 600.0, quiet: bool = False) ->
 
 
 def _prune() -> None:
-    """Archives of Spark installs that are gone (a removed clone's virtual environment)."""
+    """Archives of Spark installs that are gone (a removed clone's virtual environment) or
+    changed (a clone made again at the same place), and the half-written files of builds that
+    were killed (their builder process is gone)."""
+    for tmp in glob.glob(os.path.join(cache_dir(), "spark-cds-*.jsa.*.tmp")):
+        try:
+            pid = int(tmp.rsplit(".", 2)[-2])
+            os.kill(pid, 0)  # the builder still runs: its file is not ours to remove
+        except ProcessLookupError:
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
+        except (ValueError, OSError):
+            continue
+    current, here = archive_path(), spark_jars_dir()
     for meta in glob.glob(os.path.join(cache_dir(), "spark-cds-*.jsa.json")):
         try:
             with open(meta) as fh:
                 jars = json.load(fh).get("jars")
         except (OSError, ValueError):
             continue
-        if jars and not os.path.isdir(jars):
+        # gone, or this install's own older archive (its JARs or its Java changed since)
+        if jars and (not os.path.isdir(jars) or (jars == here and meta[: -len(".json")] != current)):
             for stale in (meta[: -len(".json")], meta):
                 try:
                     os.remove(stale)

@@ -76,14 +76,26 @@ def test_option_only_for_an_existing_archive(install, monkeypatch, exists, setti
     assert (option in flags) if expected else ("SharedArchiveFile" not in flags)
 
 
-def test_prune_removes_archives_of_installs_that_are_gone(install):
+def test_prune_removes_archives_of_installs_gone_or_changed(install):
     cache = install / "cache"
     cache.mkdir()
-    for key, jars in (("gone", str(install / "removed-clone" / "jars")), ("kept", str(install / "spark" / "jars"))):
+    here = str(install / "spark" / "jars")
+    for key, jars in (("gone", str(install / "removed-clone" / "jars")), ("kept", here), ("older", here),
+                      ("other", str(install / "jdk"))):
         (cache / f"spark-cds-{key}.jsa").write_bytes(b"a")
         (cache / f"spark-cds-{key}.jsa.json").write_text(json.dumps({"jars": jars}))
+    current = jvm_archive.archive_path()  # this install's archive as it is now is "kept"
+    os.replace(cache / "spark-cds-kept.jsa", current)
+    os.replace(cache / "spark-cds-kept.jsa.json", current + ".json")
+    kept = os.path.basename(current)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a pid no process has now: a killed build's leftover
+    (cache / f"{kept}.{dead.pid}.tmp").write_bytes(b"half")
+    (cache / f"{kept}.{os.getpid()}.tmp").write_bytes(b"being written")  # a live builder's
     jvm_archive._prune()
-    assert sorted(os.listdir(cache)) == ["spark-cds-kept.jsa", "spark-cds-kept.jsa.json"]
+    # removed: the gone install's, this install's older one, the dead builder's half file
+    assert sorted(os.listdir(cache)) == sorted([kept, f"{kept}.json", f"{kept}.{os.getpid()}.tmp",
+                                                "spark-cds-other.jsa", "spark-cds-other.jsa.json"])
 
 
 @pytest.mark.spark
