@@ -147,6 +147,12 @@ class SessionHolder:
                 pass
 
 
+def starting_text(session: Any) -> str:
+    """The spinner's words while Spark starts: what the start is doing, when the session says."""
+    phase = getattr(session, "start_phase", None) if session is not None else None
+    return f"starting Spark: {phase}…" if isinstance(phase, str) and phase else "starting Spark…"
+
+
 def spark_of(session: Any) -> Any:
     """The SparkSession a Session's statements run on (``engine``: not the public ``spark``,
     whose first use registers the streaming source, ~1 s of a fresh JVM's time)."""
@@ -288,7 +294,7 @@ class Runner:
 
         def waiting(elapsed: float) -> None:
             if status is not None and elapsed > 0.2:
-                status.show(spinner_frame(elapsed, "starting Spark…"))
+                status.show(spinner_frame(elapsed, starting_text(self.holder.offline(timeout=0))))
 
         try:
             return self.holder.get(on_wait=waiting)

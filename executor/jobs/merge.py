@@ -477,6 +477,10 @@ class _Pairs:
                     2 if self._excess(cls, acting=False) else 1)
                 for f, cls in self.by_file.items()}
 
+    def count_rows(self, idx) -> int:
+        """Target rows acted on by the clauses ``idx`` (a row under one clause only)."""
+        return sum(len(self._rows(cls, set(idx))) for cls in self.by_file.values())
+
     def positions(self, changing_idx) -> dict:
         """file -> ``BitMap64`` of its rows an UPDATE or DELETE clause acts on."""
         out = {f: self._rows(cls, set(changing_idx)) for f, cls in self.by_file.items()}
@@ -599,6 +603,13 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     bs_case = _clause_case([(i, cond[i]) for i, _ in by_source])
     update_idx = [i for i, c in enumerate(clauses) if _kind(c) == "update"]
     delete_idx = [i for i, c in enumerate(clauses) if _kind(c) == "delete"]
+    # Delta's per-clause metrics: the rows each kind of clause changed (a target row acts
+    # under one clause: the first whose condition holds)
+    matched_idx = {i for i, _ in matched}
+    by_clause = {"numTargetRowsMatchedUpdated": [i for i in update_idx if i in matched_idx],
+                 "numTargetRowsMatchedDeleted": [i for i in delete_idx if i in matched_idx],
+                 "numTargetRowsNotMatchedBySourceUpdated": [i for i in update_idx if i not in matched_idx],
+                 "numTargetRowsNotMatchedBySourceDeleted": [i for i in delete_idx if i not in matched_idx]}
 
     parameters = {
         "predicate": json.dumps([stmt.on.sql]),
@@ -712,7 +723,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
             value_type[k] = schema[f"__isolde_t{n}"].dataType
 
     metrics = {"numSourceRows": n_source, "numTargetRowsUpdated": 0, "numTargetRowsDeleted": 0,
-               "numTargetRowsInserted": 0}
+               "numTargetRowsInserted": 0, **{key: 0 for key in by_clause}}
     # a condition or value that is not deterministic (rand(), current_timestamp(), ...) must be
     # decided once: the single pass materialises its pairs anyway; copy-on-write does it below
     nondeterministic = dml.has_nondeterminism(
@@ -966,17 +977,23 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                     upd_total += upd
                     del_total += dele
                     max_all = max(max_all, m_all)
+            for key, idx in by_clause.items():
+                metrics[key] = pairs.count_rows(idx)
         elif matched or by_source:
             per_row = per_row.format(pairs=views.add(pairs_df, "pairs"))
             upd_list = ",".join(map(str, update_idx)) or "-2"
             del_list = ",".join(map(str, delete_idx)) or "-2"
+            clause_sums = "".join(f", sum(IF(n_act > 0 AND cl IN ({','.join(map(str, idx)) or '-2'}), n, 0))"
+                                  for idx in by_clause.values())
             per_file = (f"SELECT f, sum(IF(n_act > 0 AND cl IN ({upd_list}), n, 0)) AS upd, "
                         f"sum(IF(n_act > 0 AND cl IN ({del_list}), n, 0)) AS del, max(n_act) AS max_act, "
-                        f"max(n_all) AS max_all, max(mv) AS mv, sum(m) AS m FROM ({per_row}) GROUP BY f")
+                        f"max(n_all) AS max_all, max(mv) AS mv, sum(m) AS m{clause_sums} FROM ({per_row}) GROUP BY f")
             with phase("find"):
                 stats = spark.sql(per_file).collect()
             lone_delete = len(matched) == 1 and _kind(matched[0][1]) == "delete" and matched[0][1].condition is None
-            for f, upd, dele, max_act, m_all, f_mv, m in stats:
+            for f, upd, dele, max_act, m_all, f_mv, m, *clause_rows in stats:
+                for key, n_rows in zip(by_clause, clause_rows):
+                    metrics[key] += int(n_rows or 0)
                 n_matched += int(m or 0)
                 moves = moves or bool(f_mv)
                 if max_act and max_act > 1 and not lone_delete:

@@ -206,11 +206,18 @@ def _environment() -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
+#: what a start is doing, in order (``on_phase``; the REPL's spinner shows it)
+START_PHASES = ("launching the JVM", "creating the SparkContext", "creating the SparkSession")
+
+
 def get_spark(master: Optional[str] = None, conf: Optional[Mapping[str, str]] = None,
-              after_launch: Optional[Callable[[], None]] = None):
+              after_launch: Optional[Callable[[], None]] = None,
+              on_phase: Optional[Callable[[str], None]] = None):
     """The process's SparkSession, started on first use. ``after_launch`` is called once the
-    JVM is up, before the SparkContext is made (the session joins its import thread there)."""
+    JVM is up, before the SparkContext is made (the session joins its import thread there);
+    ``on_phase`` with each of START_PHASES as a start reaches it."""
     global _SPARK, _JVM_LOG
+    phase = on_phase or (lambda _name: None)
     quiet_python_loggers()
     with _LOCK:
         if _SPARK is not None and _alive(_SPARK):
@@ -236,6 +243,7 @@ def get_spark(master: Optional[str] = None, conf: Optional[Mapping[str, str]] = 
             spark_conf.set("spark.driver.memory", driver_memory())
 
         gateway = None
+        phase(START_PHASES[0])
         if os.environ.get("ISOLDE_SPARK_STDERR") != "1" and SparkContext._gateway is None:
             from pyspark.java_gateway import launch_gateway
 
@@ -248,8 +256,10 @@ def get_spark(master: Optional[str] = None, conf: Optional[Mapping[str, str]] = 
                 gateway = None
         if after_launch is not None:
             after_launch()
+        phase(START_PHASES[1])
         sc = SparkContext(conf=spark_conf, gateway=gateway) if gateway is not None else SparkContext(conf=spark_conf)
         sc.setLogLevel("WARN")
+        phase(START_PHASES[2])
         _SPARK = SparkSession(sc)
         return with_kept_lookups(_SPARK)
 

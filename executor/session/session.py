@@ -73,6 +73,7 @@ class Session:
         self._start_error: Optional[BaseException] = None
         self._started = threading.Event()
         self._loaded = threading.Event()  # the statement modules are imported (wait_loaded)
+        self.start_phase: Optional[str] = None  # while Spark starts: what it is doing (REPL spinner)
         self._thread: Optional[threading.Thread] = None
         self._lock = threading.Lock()
         self._current_database = DEFAULT_DATABASE
@@ -121,7 +122,9 @@ class Session:
 
             imports = threading.Thread(target=import_all, name="isolde-imports", daemon=True)
             imports.start()
-            self._spark = get_spark(self._master, self._spark_conf, after_launch=imports.join)
+            self._spark = get_spark(self._master, self._spark_conf, after_launch=imports.join,
+                                    on_phase=self._set_start_phase)
+            self._set_start_phase(None)
             for key, value in self.conf.items():
                 if key.startswith("spark.sql."):
                     self._spark.conf.set(key, value)
@@ -140,6 +143,9 @@ class Session:
             load_all()  # imported here, not by the warm-up's thread and a statement's at once
 
             self.warm_up = WarmUp(self._spark).start()
+
+    def _set_start_phase(self, name: Optional[str]) -> None:
+        self.start_phase = name
 
     def wait_loaded(self, timeout: Optional[float] = None) -> bool:
         """Wait until the statement modules are imported: ``start`` imports them in a thread

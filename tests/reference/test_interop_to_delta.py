@@ -260,11 +260,11 @@ def test_history_and_operation_metrics_agree(dv, session, delta, table_path):
     assert {k: hb[4]["operationMetrics"][k] for k in _MERGE_CLAUSE_METRICS} == _MERGE_CLAUSE_VALUES
 
 
-@pytest.mark.xfail(strict=True, reason="isolde gap: MERGE's operationMetrics lack Delta's per-clause breakdown "
-                                       "(numTargetRowsMatchedUpdated / MatchedDeleted / NotMatchedBySource*)")
-def test_merge_metrics_carry_the_per_clause_breakdown(session):
-    """Delta 4.4 writes these for the MERGE of _STATEMENTS (asserted above); isolde should too."""
-    session.execute("CREATE TABLE a (id INT, v STRING)")
+@pytest.mark.parametrize("dv", ["true", "false"])
+def test_merge_metrics_carry_the_per_clause_breakdown(session, dv):
+    """Delta 4.4 writes these for the MERGE of _STATEMENTS (asserted above); isolde too, with
+    deletion vectors and by copy-on-write."""
+    session.execute(f"CREATE TABLE a (id INT, v STRING) TBLPROPERTIES ('delta.enableDeletionVectors' = '{dv}')")
     for stmt in _STATEMENTS:
         session.execute(stmt.format(t="a"))
     merge = [r.asDict() for r in session.execute("DESCRIBE HISTORY a").collect() if r["operation"] == "MERGE"][0]

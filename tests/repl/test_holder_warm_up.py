@@ -9,8 +9,10 @@ import io
 import threading
 import time
 
+import pytest
+
 from isolde.repl.config import Settings
-from isolde.repl.runner import Runner, SessionHolder
+from isolde.repl.runner import Runner, SessionHolder, starting_text
 
 
 class Result:
@@ -106,3 +108,18 @@ def test_the_offline_session_is_the_constructed_one():
     assert holder.offline(timeout=5) is session and not holder.ready
     session.gate.set()
     assert holder.get() is session and holder.offline() is session
+
+
+class Starting:
+    def __init__(self, phase):
+        self.start_phase = phase
+
+
+@pytest.mark.parametrize("session, text", [
+    (None, "starting Spark…"),                                    # not even constructed yet
+    (Starting(None), "starting Spark…"),
+    (Starting("creating the SparkContext"), "starting Spark: creating the SparkContext…"),
+    (object(), "starting Spark…"),                                # a stand-in without phases
+])
+def test_the_spinner_says_what_the_start_is_doing(session, text):
+    assert starting_text(session) == text

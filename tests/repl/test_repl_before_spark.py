@@ -3,7 +3,8 @@
 The table is written by delta-rs (no JVM). The REPL is then given a ``java`` that never starts
 (``JAVA_HOME`` pointing to a script that sleeps): whatever answers came, came without Spark.
 ``\\dt``, ``\\d``, ``DESCRIBE HISTORY``, ``SHOW TBLPROPERTIES`` and completion of table names
-answer; a query shows what it waits for ("starting Spark…") and Ctrl-C leaves the loop alive.
+answer; a query shows what it waits for ("starting Spark: launching the JVM…": the java never
+comes up) and Ctrl-C leaves the loop alive.
 In a pseudo-terminal (pexpect); no JVM runs at all.
 """
 
@@ -74,7 +75,7 @@ def test_log_reads_answer_while_spark_cannot_start(tmp_path, stuck_java, warehou
         child.send("\x15")  # Ctrl-U: clear the line
         # a query needs Spark: it says what it waits for, and Ctrl-C gives the prompt back
         child.send("SELECT count(*) FROM events;\r")
-        child.expect_exact("starting Spark")
+        child.expect_exact("starting Spark: launching the JVM…")
         child.sendintr()
         child.expect_exact("isolde> ")
         child.send("\\dt\r")
