@@ -4,6 +4,7 @@ off, and delta-rs (`deltalake`, file-level conflicts, copy-on-write) as the peer
 
     .venv/bin/python benchmarks/row_level.py                      # 4 writers, 1M rows, 60 s each
     .venv/bin/python benchmarks/row_level.py --seconds 20 --rows 200000   # a quick look
+    .venv/bin/python benchmarks/row_level.py --threads            # isolde's writers as threads of one process
 
 Table: id (BIGINT, a shuffled permutation of 0..rows-1, so file statistics cannot narrow a
 lookup to one file, as in a table keyed by something else), n (BIGINT counter), v (DOUBLE);
@@ -25,7 +26,6 @@ import json
 import os
 import random
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -86,7 +86,7 @@ def worker(engine: str, location: str, index: int, writers: int, rows: int, go_p
         session = isolde.connect(warehouse=location, master="local[1]")
 
         def update(k: int):
-            session.execute(f"UPDATE t SET n = n + 1 WHERE id = {k}")
+            return session.execute(f"UPDATE t SET n = n + 1 WHERE id = {k}")
     else:
         from deltalake import DeltaTable
         from deltalake.exceptions import CommitFailedError as Conflict
@@ -111,19 +111,139 @@ def worker(engine: str, location: str, index: int, writers: int, rows: int, go_p
         checks.clear()
         while time.time() < start + seconds:
             k = next_id()
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             try:
-                update(k)
-                ok, name = True, None
+                r = update(k)
+                ok, name, phases = True, None, dict(getattr(r, "phases", None) or {})
             except Conflict as e:
-                ok, name = False, type(e).__name__
+                ok, name, phases = False, type(e).__name__, {}
             out.write(json.dumps({"ok": ok, "conflict": name, "s": time.perf_counter() - t,
-                                  "end": time.time(), "checks": checks[:]}) + "\n")
+                                  "cpu": time.process_time() - c, "end": time.time(), "checks": checks[:],
+                                  "phases": phases}) + "\n")
             checks.clear()
     return 0
 
 
+def thread_worker(location: str, writers: int, rows: int, seconds: float, out_path: str) -> int:
+    """``--threads``: the writers as threads of ONE process (one JVM, one Python, its GIL), each
+    with its own Session on the shared SparkSession. Per statement: wall time, the thread's
+    own CPU time, isolde's phases (plan / find / write / commit ...) and the row-level
+    check's time inside the commit."""
+    import threading
+
+    sys.path.insert(0, ROOT)
+    import isolde
+    from isolde.errors import ConcurrentModificationException as Conflict
+    from isolde.executor.runtime.spark import get_spark
+    from isolde.executor.txn.transaction import OptimisticTransaction
+
+    local = threading.local()
+    real = OptimisticTransaction._check_rows
+
+    def timed(self, *args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return real(self, *args, **kwargs)
+        finally:
+            local.checks.append(time.perf_counter() - t)
+
+    OptimisticTransaction._check_rows = timed
+    spark = get_spark(f"local[{os.cpu_count() or 2}]")
+    records: list[dict] = []
+    lock = threading.Lock()
+    ready = threading.Barrier(writers + 1)
+    start_at: list[float] = []
+
+    def run(index: int) -> None:
+        rng = random.Random(100 + index)
+        local.checks = []
+        session = isolde.connect(warehouse=location, spark=spark)
+
+        def update() -> object:
+            return session.execute(f"UPDATE t SET n = n + 1 WHERE id = {rng.randrange(rows // writers) * writers + index}")
+
+        while True:  # warm-up statement, as the processes do
+            try:
+                update()
+                break
+            except Conflict:
+                time.sleep(random.random())
+        ready.wait()
+        ready.wait()  # the parent thread has set start_at
+        while time.time() < start_at[0] + seconds:
+            local.checks = []
+            t, c = time.perf_counter(), time.thread_time()
+            try:
+                r = update()
+                ok, name, phases = True, None, dict(getattr(r, "phases", None) or {})
+            except Conflict as e:
+                ok, name, phases = False, type(e).__name__, {}
+            rec = {"ok": ok, "conflict": name, "s": time.perf_counter() - t, "cpu": time.thread_time() - c,
+                   "end": time.time(), "checks": local.checks[:], "phases": phases}
+            with lock:
+                records.append(rec)
+
+    threads = [threading.Thread(target=run, args=(w,), daemon=True) for w in range(writers)]
+    for th in threads:
+        th.start()
+    ready.wait()
+    start_at.append(time.time() + 0.5)
+    ready.wait()
+    for th in threads:
+        th.join(seconds + 600)
+    with open(out_path, "w") as out:
+        out.write(json.dumps({"ready": True, "start": start_at[0]}) + "\n")
+        for rec in records:
+            out.write(json.dumps(rec) + "\n")
+    return 0
+
+
 # --------------------------------------------------------------------------- the parent
+
+def run_config_threads(name: str, location: str, table: str, args, scratch: str) -> dict:
+    out = os.path.join(scratch, f"{name.replace(' ', '-')}-threads.jsonl")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.setdefault("ISOLDE_DRIVER_MEMORY", "2g")
+    proc = subprocess.run([sys.executable, __file__, "--thread-worker", location, str(args.writers), str(args.rows),
+                           str(args.seconds), out], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, timeout=args.seconds + 900)
+    if proc.returncode:
+        raise SystemExit(f"{name}: the threads' process failed:\n{proc.stderr[-3000:]}")
+    lines = open(out).read().splitlines()
+    start = json.loads(lines[0])["start"]
+    records = [json.loads(line) for line in lines[1:]]
+    return _summary(name, records, start, table, args)
+
+
+def _summary(name: str, records: list, start: float, table: str, args) -> dict:
+    ended = max([r["end"] for r in records] + [start + args.seconds])
+    committed = sum(r["ok"] for r in records)
+    conflicts = [r["conflict"] for r in records if not r["ok"]]
+    latencies = [r["s"] for r in records]
+    checks = [c for r in records for c in r["checks"]]
+    phases: dict = {}
+    for r in records:
+        for k, v in (r.get("phases") or {}).items():
+            phases.setdefault(k, []).append(v)
+    cpu = [r["cpu"] for r in records if "cpu" in r]
+
+    import pyarrow as pa
+    from deltalake import DeltaTable, QueryBuilder
+
+    # QueryBuilder honours deletion vectors; rows counted too: a lost rebase would resurrect one
+    got = pa.table(QueryBuilder().register("t", DeltaTable(table))
+                   .execute("SELECT sum(n) AS s, count(*) AS c FROM t").read_all()).to_pylist()[0]
+    baseline = args.writers  # each writer's warm-up UPDATE
+    total = got["s"]
+    consistent = total == committed + baseline and got["c"] == args.rows
+    return {"name": name, "statements": len(records), "committed": committed, "conflicts": len(conflicts),
+            "conflict_classes": sorted(set(conflicts)), "tps": committed / (ended - start),
+            "p50": percentile(latencies, 50), "p99": percentile(latencies, 99),
+            "check_p50": percentile(checks, 50), "check_p99": percentile(checks, 99), "checks": len(checks),
+            "check_total": sum(checks), "phases_p50": {k: percentile(v, 50) for k, v in phases.items()},
+            "cpu_p50": percentile(cpu, 50) if cpu else None,
+            "consistent": consistent, "sum": total, "count": got["c"], "expected": committed + baseline}
+
 
 def run_config(name: str, location: str, table: str, args, scratch: str) -> dict:
     engine = "delta-rs" if name == "delta-rs" else "isolde"
@@ -153,26 +273,7 @@ def run_config(name: str, location: str, table: str, args, scratch: str) -> dict
             if p.poll() is None:
                 p.kill()
     records = [json.loads(line) for o in outs for line in open(o).read().splitlines()[1:]]
-    ended = max([r["end"] for r in records] + [start + args.seconds])
-    committed = sum(r["ok"] for r in records)
-    conflicts = [r["conflict"] for r in records if not r["ok"]]
-    latencies = [r["s"] for r in records]
-    checks = [c for r in records for c in r["checks"]]
-
-    import pyarrow as pa
-    from deltalake import DeltaTable, QueryBuilder
-
-    # QueryBuilder honours deletion vectors; rows counted too: a lost rebase would resurrect one
-    got = pa.table(QueryBuilder().register("t", DeltaTable(table))
-                   .execute("SELECT sum(n) AS s, count(*) AS c FROM t").read_all()).to_pylist()[0]
-    baseline = args.writers  # each writer's warm-up UPDATE
-    total = got["s"]
-    consistent = total == committed + baseline and got["c"] == args.rows
-    return {"name": name, "statements": len(records), "committed": committed, "conflicts": len(conflicts),
-            "conflict_classes": sorted(set(conflicts)), "tps": committed / (ended - start),
-            "p50": percentile(latencies, 50), "p99": percentile(latencies, 99),
-            "check_p50": percentile(checks, 50), "check_p99": percentile(checks, 99), "checks": len(checks),
-            "consistent": consistent, "sum": total, "count": got["c"], "expected": committed + baseline}
+    return _summary(name, records, start, table, args)
 
 
 def main(argv=None) -> int:
@@ -183,6 +284,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated subset of: " + ", ".join(CONFIGS))
     ap.add_argument("--dir", help="scratch folder (default: a new temporary one, removed afterwards)")
+    ap.add_argument("--threads", action="store_true",
+                    help="isolde's writers as threads of one process (one JVM, one GIL), with each statement's "
+                         "phases and CPU time; delta-rs stays processes")
     args = ap.parse_args(argv)
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
 
@@ -223,7 +327,8 @@ def main(argv=None) -> int:
         results = []
         for name in configs:
             location, table = locations[name]
-            r = run_config(name, location, table, args, scratch)
+            threaded = args.threads and name != "delta-rs"
+            r = (run_config_threads if threaded else run_config)(name, location, table, args, scratch)
             results.append(r)
             check = (f"; row check per winning commit p50 {r['check_p50'] * 1000:.1f} ms, "
                      f"p99 {r['check_p99'] * 1000:.1f} ms over {r['checks']} checks"
@@ -233,6 +338,11 @@ def main(argv=None) -> int:
                   f"{r['conflict_classes'] or ''}, latency p50 {r['p50']:.2f} s p99 {r['p99']:.2f} s{check}; "
                   f"delta-rs reads sum(n) {r['sum']} (expected {r['expected']}), {r['count']:,} rows: "
                   f"{'OK' if r['consistent'] else 'INCONSISTENT'}")
+            if r["phases_p50"]:
+                parts = ", ".join(f"{k} {v:.0f}" for k, v in r["phases_p50"].items())
+                cpu = f"; Python CPU per statement p50 {r['cpu_p50'] * 1000:.0f} ms" if r["cpu_p50"] else ""
+                print(f"{'':>18}  committed statements' phases p50 (ms): {parts}{cpu}; row checks "
+                      f"{r['check_total']:.1f} s in all")
         by = {r["name"]: r for r in results}
         on = by.get("isolde row level")
         for peer in ("isolde file level", "delta-rs"):
@@ -245,6 +355,9 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--thread-worker":
+        a = sys.argv[2:]
+        sys.exit(thread_worker(a[0], int(a[1]), int(a[2]), float(a[3]), a[4]))
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         a = sys.argv[2:]
         sys.exit(worker(a[0], a[1], int(a[2]), int(a[3]), int(a[4]), a[5], float(a[6]), a[7]))

@@ -663,10 +663,9 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                 if sf is not None:
                     vals[f.name] = f"{q(s_alias)}.{q(sf.name)}"
                     trees[f.name] = exp.column(sf.name, table=s_alias)
-            # as Delta: without schema evolution INSERT * takes every target column from the source,
-            # except the ones the writer computes (generated and identity columns)
-            missing = [f.name for f in struct.fields if _field(src_struct, f.name) is None
-                       and not S.is_generated(f) and not S.is_identity(f)]
+            # as Delta 4.4: without schema evolution INSERT * takes every target column from the
+            # source, generated, identity and DEFAULT columns included (measured on Delta-Spark)
+            missing = [f.name for f in struct.fields if _field(src_struct, f.name) is None]
             if missing and not evolve:
                 raise AnalysisError(
                     f"INSERT * needs every target column in the source; missing: {', '.join(missing)}.",
@@ -675,6 +674,11 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
             if len(act.columns) != len(act.values):
                 raise AnalysisError("INSERT column list and VALUES differ in length.",
                                     error_class="DELTA_MERGE_INSERT_ARITY", sqlstate="21S01")
+            named = [col.split(".")[-1].lower() for col in act.columns]
+            twice = sorted({n for n in named if named.count(n) > 1})
+            if twice:
+                raise AnalysisError(f"Duplicate column names in INSERT clause: {', '.join(twice)}.",
+                                    error_class="DELTA_DUPLICATE_COLUMNS_ON_INSERT", sqlstate="42701")
             for col, v in zip(act.columns, act.values):
                 f = _field(struct, col.split(".")[-1] if "." in col else col)
                 if f is None:

@@ -973,12 +973,22 @@ def assignment_sql(struct, assignments, table: str, value_name, value_types=None
 def generated_guard(struct, assignments, table: str, value_name, value_types=None, when: str = "true"):
     """The filter (SQL, TRUE or failing) that checks each generated column an UPDATE-style
     clause assigns against its expression over the new row (``store_assignment.generated_guard``),
-    on the rows where ``when`` holds; None when the clause assigns none (or a nested field,
-    whose new struct is built as a Column)."""
+    on the rows where ``when`` holds; None when the clause assigns none. Beside a nested field
+    assignment (``SET g = 1, st.x = id``) the check still runs: a generated column's given value
+    is never dropped silently. A generated column whose expression reads a struct a field of
+    which the same clause assigns is refused (the new struct is built as a Column, not SQL)."""
     resolved = [resolve_column_path(struct, tuple(a.column), table) for a in assignments]
     given = {name for name, nested, _ in resolved if not nested and S.is_generated(S.field_named(struct, name))}
-    if not given or any(nested for _, nested, _ in resolved):
+    if not given:
         return None
+    nested_tops = {name.lower() for name, nested, _ in resolved if nested}
+    for name in sorted(given):
+        read = SA.generation_reads(S.field_named(struct, name))
+        if read & nested_tops:
+            raise AnalysisError(
+                f"The generated column `{name}` is given a value while the same clause assigns a field of "
+                f"`{sorted(read & nested_tops)[0]}`, which its expression reads: not supported; assign them in "
+                "two statements.", error_class="UNSUPPORTED_FEATURE", sqlstate="0A000")
     flat = assignment_sql(struct, assignments, table, value_name, value_types)
     guard = SA.generated_guard(struct, {n.lower(): v for n, v in flat.items()}, given)
     return None if guard is None else f"CASE WHEN {when} THEN {guard} ELSE true END"

@@ -294,6 +294,19 @@ def generated_guard(struct: T.StructType, row_sql: dict, given) -> Optional[str]
     return " AND ".join(f"({g})" for g in guards) if guards else None
 
 
+def generation_reads(field: T.StructField) -> set:
+    """Lower-case names of every top-level column (or struct) a generated column's expression
+    reads; a struct field reference ``st.x`` counts as ``st``."""
+    import sqlglot
+    import sqlglot.expressions as exp
+
+    from ..catalog import schema as S
+    from isolde.grammar.dialect import DIALECT
+
+    tree = sqlglot.parse_one(field.metadata[S.GENERATION_EXPRESSION], read=DIALECT)
+    return {part.name.lower() for node in tree.find_all(exp.Column) for part in node.parts[:1]}
+
+
 def _generated_check(struct: T.StructType, column: str, value_sql: str, row_sql: dict) -> str:
     import sqlglot
     import sqlglot.expressions as exp

@@ -64,7 +64,7 @@ def test_every_statement_module_is_imported_before_the_session_is_ready():
         class FakeSpark:  # no JVM: only the order of imports is under test
             conf = FakeConf()
 
-        def fake_get_spark(master=None, conf=None, after_launch=None):
+        def fake_get_spark(master=None, conf=None, after_launch=None, on_phase=None):
             if after_launch is not None:
                 after_launch()
             return FakeSpark()
