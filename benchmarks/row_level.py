@@ -300,7 +300,8 @@ def main(argv=None) -> int:
         t = time.perf_counter()
         build_table(pristine, args.rows, args.files)
         print(f"table: {args.rows:,} rows in {args.files} files (ids shuffled across files), {args.writers} "
-              f"writer processes, {args.seconds:.0f} s per configuration, single-row UPDATE "
+              f"{'writer threads in one process (delta-rs: processes)' if args.threads else 'writer processes'}, "
+              f"{args.seconds:.0f} s per configuration, single-row UPDATE "
               f"SET n = n + 1 WHERE id = <random id of the writer's own residue class> "
               f"(built in {time.perf_counter() - t:.1f} s); {os.cpu_count()} CPUs")
         locations = {}
