@@ -9,7 +9,7 @@ REF_VENV  ?= .venv-ref
 REF_PY    := $(REF_VENV)/bin/python
 REF_STAMP := $(REF_VENV)/.installed-stamp
 
-.PHONY: run test test-main test-reference reference test-fast torture bench clean jvm-archive
+.PHONY: run test test-main test-reference reference test-fast torture bench clean jvm-archive s3a
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,12 @@ $(STAMP): pyproject.toml
 jvm-archive: $(STAMP)
 	-$(PY) -m isolde.executor.runtime.jvm_archive build
 
+# Spark's S3A connector (s3a:// tables; executor/runtime/s3a.py): hadoop-aws of pyspark's Hadoop and
+# the AWS SDK v2 modules it loads (~13 MB, 36 JARs), fetched with mvn into ~/.m2 once per machine;
+# the embedded Spark puts them on its class path whenever they are there.
+s3a: $(STAMP)
+	$(PY) -m isolde.executor.runtime.s3a fetch
+
 # Sets up and runs the main job on the embedded default (local Spark + ./warehouse):
 # the REPL on a terminal; examples/quickstart.sql when stdin is not a terminal.
 run: $(STAMP) jvm-archive
@@ -32,8 +38,8 @@ run: $(STAMP) jvm-archive
 # (tests/reference: isolde beside Delta-Spark in one Spark 4.2 session).
 test: test-main test-reference
 
-test-main: $(STAMP) jvm-archive
-	$(PY) -m pytest -q -m "not reference"
+test-main: $(STAMP) jvm-archive s3a
+	ISOLDE_S3A_REQUIRED=1 $(PY) -m pytest -q -m "not reference"
 
 $(REF_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(REF_VENV)
@@ -54,7 +60,7 @@ test-fast: $(STAMP)
 
 # The long runs (marker torture): tests/reliability, ending with a summary table, then the
 # reference suite's long variants (mixed-engine races, thousands of differential cases).
-torture: $(STAMP) reference
+torture: $(STAMP) reference s3a
 	-$(PY) -m pip install -q -e '.[fuzz]'
 	$(PY) -m pytest -q -m torture tests/reliability
 	ISOLDE_REFERENCE_REQUIRED=1 $(REF_PY) -m pytest -q -m "reference and torture" tests/reference

@@ -64,14 +64,19 @@ def table_root_of(path: str) -> Optional[str]:
         current = parent
 
 
+def _remote(path: str) -> bool:
+    return isinstance(path, str) and path.lower().startswith(("s3a://", "s3://"))
+
+
 def take(paths: Iterable[str], root: Optional[str] = None) -> Optional[str]:
     """Lease ``paths`` (absolute, inside one table) against VACUUM; returns the lease file, or
     None when the paths lie in no table yet and no ``root`` is given. A CREATE ... AS SELECT
     names the folder of the table it creates: its lease also tells a concurrent creator of
     the same table that the files there are another writer's, not a stranger's."""
+    paths = list(paths)
+    if not paths or any(_remote(p) for p in [*paths, root or ""]):
+        return None  # S3: no lease files yet; the commit still verifies its staged files exist
     paths = [os.path.abspath(p) for p in paths]
-    if not paths:
-        return None
     root = os.path.abspath(root) if root else table_root_of(paths[0])
     if root is None:
         return None
@@ -113,6 +118,8 @@ def leased_paths(root: str, now_ms: Optional[int] = None) -> list[str]:
     folder = os.path.join(root, LEASE_DIR)
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     out: list[str] = []
+    if _remote(root):
+        return out
     try:
         names = os.listdir(folder)
     except FileNotFoundError:

@@ -379,12 +379,19 @@ def table_root(table_path: str) -> str:
 
 
 def local_path(table_path: str, log_path: str) -> str:
-    """Where a path recorded in the log (relative, percent-encoded; or an absolute URI) lives locally."""
+    """Where a path recorded in the log (relative, percent-encoded; or an absolute URI) lives: a
+    local path, or an ``s3a://bucket/key`` URI (decoded) for a table or file on S3."""
+    from ..log import table_files
+    from ..log.s3_store import is_s3_uri
+
+    if is_s3_uri(log_path):
+        parsed = urlparse(log_path)
+        return f"s3a://{parsed.netloc}{unquote(parsed.path)}"
     if "://" in log_path or log_path.startswith("file:"):
         return unquote(urlparse(log_path).path)
     if log_path.startswith("/"):
         return unquote(log_path)
-    return os.path.join(table_root(table_path), unquote(log_path))
+    return table_files.join(table_root(table_path), unquote(log_path))
 
 
 #: what java.net.URI leaves unescaped in a path: unreserved and punctuation characters, '@', '/'
@@ -408,7 +415,11 @@ def uri_path_quote(path: str) -> str:
 
 
 def to_file_uri(abs_path: str) -> str:
-    """An absolute local path as a ``file:`` URI the way Hadoop writes it (``=`` kept, space -> %20)."""
+    """An absolute local path as a ``file:`` URI the way Hadoop writes it (``=`` kept, space -> %20);
+    an ``s3a://bucket/key`` location stays an s3a URI, its key quoted the same way."""
+    if abs_path.startswith("s3a://"):
+        bucket, _, key = abs_path[6:].partition("/")
+        return f"s3a://{bucket}/" + uri_path_quote(key)
     return "file:" + uri_path_quote(os.path.abspath(abs_path))
 
 

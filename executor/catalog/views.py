@@ -21,8 +21,6 @@ means the same thing from any session; it may not reference temporary views.
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -96,7 +94,7 @@ def temp_views(session) -> dict:
 def _view_file(catalog, database: str, name: str) -> str:
     from .warehouse import check_name
 
-    return os.path.join(catalog.database_path(database), check_name(name, "view") + VIEW_SUFFIX)
+    return catalog.files.join(catalog.database_path(database), check_name(name, "view") + VIEW_SUFFIX)
 
 
 def read_persistent(catalog, database: str, name: str) -> Optional[ViewDefinition]:
@@ -105,26 +103,22 @@ def read_persistent(catalog, database: str, name: str) -> Optional[ViewDefinitio
     except AnalysisError:
         return None  # an invalid name is never a view
     # a view's file is found through its name: never through a link out of the warehouse
-    catalog.check_inside(os.path.dirname(path), "database", database)
+    catalog.check_inside(catalog.database_path(database), "database", database)
     catalog.check_inside(path, "view", f"{database}.{name}")
     try:
-        with open(path) as fh:
-            return ViewDefinition.from_json(json.load(fh))
+        return ViewDefinition.from_json(catalog.files.read_json(path))
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return None
 
 
 def write_persistent(catalog, view: ViewDefinition) -> None:
-    path = _view_file(catalog, view.database, view.name)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as fh:
-        json.dump(view.to_json(), fh, indent=1)
-    os.replace(tmp, path)  # atomic: another session sees the old or the new view, never half
+    # atomic: another session sees the old or the new view, never half
+    catalog.files.write_json(_view_file(catalog, view.database, view.name), view.to_json(), indent=1)
 
 
 def drop_persistent(catalog, database: str, name: str) -> bool:
     try:
-        os.remove(_view_file(catalog, database, name))
+        catalog.files.remove(_view_file(catalog, database, name))
         return True
     except FileNotFoundError:
         return False
@@ -135,7 +129,7 @@ def list_views(ctx, database: Optional[str] = None) -> list[tuple[str, str, bool
     views (namespace '' for those), sorted as Spark's SHOW VIEWS does."""
     database = (database or ctx.current_database).lower()
     folder = ctx.catalog.require_database(database)
-    names = sorted(e[: -len(VIEW_SUFFIX)] for e in os.listdir(folder) if e.endswith(VIEW_SUFFIX))
+    names = sorted(e[: -len(VIEW_SUFFIX)] for e in ctx.catalog.files.listdir(folder) if e.endswith(VIEW_SUFFIX))
     out = [(database, n, False) for n in names]
     out += [("", n, True) for n in sorted(temp_views(getattr(ctx, "session", None)))]
     return out
@@ -159,7 +153,7 @@ def lookup(ctx, ref: ast.TableRef) -> Optional[ViewDefinition]:
 
 def view_exists(catalog, database: str, name: str) -> bool:
     try:
-        return os.path.isfile(_view_file(catalog, database, name))
+        return catalog.files.isfile(_view_file(catalog, database, name))
     except AnalysisError:
         return False
 
@@ -245,7 +239,7 @@ def _any_views(ctx) -> bool:
         return True
     try:
         for database in ctx.catalog.list_databases():
-            if any(e.endswith(VIEW_SUFFIX) for e in os.listdir(ctx.catalog.database_path(database))):
+            if any(e.endswith(VIEW_SUFFIX) for e in ctx.catalog.files.listdir(ctx.catalog.database_path(database))):
                 return True
     except (OSError, AnalysisError):
         return True

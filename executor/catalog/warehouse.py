@@ -27,10 +27,8 @@ Layout (documented choice)::
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import shutil
 import threading
 import unicodedata
 from dataclasses import dataclass
@@ -43,9 +41,15 @@ from isolde.errors import AnalysisError, DatabaseNotFoundError, TableAlreadyExis
 def local_location(text: str) -> str:
     """A table location as an absolute local path: a plain path (``~`` expanded) or a
     ``file:`` URI (``file:/x``, ``file:///x``, percent-encoded, as Spark and Hadoop print
-    them). Other schemes are refused: isolde writes the local file system only."""
+    them); or an object-store URI, ``s3a://bucket/key`` (``s3://`` is spelled ``s3a://``, the
+    file system Spark has for it). Other schemes are refused."""
     from urllib.parse import unquote, urlparse
 
+    from ..log import table_files
+    from ..log.s3_store import is_s3_uri
+
+    if is_s3_uri(text):
+        return "s3a://" + table_files.normpath(text).split("://", 1)[1]
     scheme = urlparse(text).scheme if ":" in text else ""
     if scheme.lower() == "file":
         parsed = urlparse(text)
@@ -55,10 +59,12 @@ def local_location(text: str) -> str:
         return os.path.abspath(unquote(parsed.path))
     if len(scheme) > 1:  # (a one-letter scheme would be a Windows drive)
         raise AnalysisError(f"Location {text!r}: the {scheme}:// file system is not supported; isolde reads and "
-                            "writes the local file system only (a path or a file: URI).",
+                            "writes local paths (a path or a file: URI) and S3 (s3a://bucket/path).",
                             error_class="UNSUPPORTED_LOCATION", sqlstate="0A000")
     return os.path.abspath(os.path.expanduser(text))
 from isolde.grammar import ast
+
+from ..log.store import is_object_store_path
 
 DEFAULT_DATABASE = "default"
 _EXTERNAL_SUFFIX = ".location.json"
@@ -67,6 +73,7 @@ _BAD_NAME = re.compile(r"[/\\\x00]")
 _RESERVED_SUFFIXES = (_EXTERNAL_SUFFIX, ".view.json")
 
 
+_LOG_FILE = re.compile(r"^\d{20}\.(json|checkpoint.*)$")
 _LOGS: dict = {}
 _LOGS_LOCK = threading.Lock()
 
@@ -88,6 +95,8 @@ def _still_valid(log) -> bool:
     if latest is None or latest.version < 0:
         return True
     try:
+        if is_object_store_path(log.log_path):  # a HEAD per resolve would cost a round trip: trust it
+            return True
         return os.path.exists(log.commit_path(latest.version)) or os.path.exists(
             os.path.join(log.log_path, "_last_checkpoint"))
     except Exception:
@@ -110,6 +119,11 @@ def _new_log(path: str):
 
 def has_commits(path: str) -> bool:
     """True when ``path`` holds a Delta table (a ``_delta_log`` with at least one commit or checkpoint)."""
+    if is_object_store_path(path):
+        from ..log.store import store_for_path
+
+        listed = store_for_path(path).list_from(f"{path}/_delta_log/{0:020d}")
+        return any(_LOG_FILE.match(os.path.basename(f.path)) for f in listed)
     log_dir = os.path.join(path, "_delta_log")
     try:
         names = os.listdir(log_dir)
@@ -219,7 +233,14 @@ def _absolute_location(text: str) -> bool:
 
 
 def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def table_location_real(path: str) -> str:
+    """A location with symbolic links resolved (an S3 location is what it says)."""
+    from ..log import table_files
+
+    return table_files.normpath(path) if table_files.is_remote(path) else os.path.realpath(path)
 
 
 def foreign_entries(path: str) -> list[str]:
@@ -230,6 +251,11 @@ def foreign_entries(path: str) -> list[str]:
     and this one race to create the table, and the commit decides (ProtocolChangedException)."""
     from . import leases
 
+    if is_object_store_path(path):
+        from ..log import table_files
+
+        names = [n for n in table_files.files_for(path).names(path) if not n.startswith(".")]
+        return [n for n in names if not (n == "_delta_log" and not has_commits(path))]
     try:
         names = sorted(n for n in os.listdir(path) if not n.startswith("."))
     except (FileNotFoundError, NotADirectoryError):
@@ -266,21 +292,27 @@ def _only_leased(full: str, leased: list) -> bool:
 
 class Catalog:
     def __init__(self, warehouse: str):
-        self.warehouse = os.path.abspath(os.path.expanduser(warehouse))
-        os.makedirs(self.database_path(DEFAULT_DATABASE), exist_ok=True)
+        from .catalog_files import folder_for
+
+        #: where the catalog's folders and files live: a local disk, or S3 (an s3a:// warehouse)
+        self.files = folder_for(warehouse)
+        if self.files.remote:
+            warehouse = local_location(warehouse)
+        self.warehouse = self.files.absolute(warehouse)
+        self.files.makedirs(self.database_path(DEFAULT_DATABASE), exist_ok=True)
 
     # ------------------------------------------------------------------ containment
 
     def inside(self, path: str) -> bool:
         """Does ``path``, symbolic links resolved, lie in the warehouse (itself resolved: a
         warehouse that is a link to another disk is fine)?"""
-        return _inside(os.path.realpath(path), os.path.realpath(self.warehouse))
+        return _inside(self.files.realpath(path), self.files.realpath(self.warehouse))
 
     def check_inside(self, path: str, what: str, name: str) -> None:
         """Refuse a database or table folder (or a catalog file) that a symbolic link takes out
         of the warehouse: a name reads, writes and deletes inside the warehouse only."""
-        if not os.path.lexists(path) or self.inside(path):
-            return
+        if self.files.remote or not os.path.lexists(path) or self.inside(path):
+            return  # (S3 has no links: nothing leads out)
         target = os.path.realpath(path)
         raise AnalysisError(
             f"The {what} `{name}` leads out of the warehouse: {path} is a symbolic link to {target}. isolde "
@@ -292,8 +324,8 @@ class Catalog:
         """An external table's LOCATION lies outside the warehouse: managed folders inside it are
         deleted by DROP TABLE / DROP DATABASE ... CASCADE, and would take the external data along.
         ``text``: the LOCATION as the statement spelt it."""
-        real = os.path.realpath(path)
-        if _inside(real, os.path.realpath(self.warehouse)):
+        real = table_location_real(path)
+        if _inside(real, self.files.realpath(self.warehouse)):
             raise AnalysisError(
                 f"Cannot use LOCATION '{text or path}' for `{name}`: it lies inside the warehouse {self.warehouse}, "
                 "where isolde keeps managed tables (a DROP there deletes folders). Create a managed table instead "
@@ -301,21 +333,21 @@ class Catalog:
                 error_class="INVALID_PARAMETER_VALUE.LOCATION_OVERLAP", sqlstate="22023")
 
     def is_link(self, path: str) -> bool:
-        return os.path.islink(path.rstrip(os.sep))
+        return self.files.islink(path.rstrip(os.sep))
 
     # ------------------------------------------------------------------ databases
 
     def database_path(self, database: str) -> str:
-        return os.path.join(self.warehouse, check_name(database, "database"))
+        return self.files.join(self.warehouse, check_name(database, "database"))
 
     def database_exists(self, database: str) -> bool:
-        return os.path.isdir(self.database_path(database))
+        return self.files.isdir(self.database_path(database))
 
     def list_databases(self) -> list[str]:
         names = []
-        for entry in sorted(os.listdir(self.warehouse)):
-            full = os.path.join(self.warehouse, entry)
-            if os.path.isdir(full) and not entry.startswith((".", "_")) and not has_commits(full):
+        for entry in sorted(self.files.listdir(self.warehouse)):
+            full = self.files.join(self.warehouse, entry)
+            if not entry.startswith((".", "_")) and self.files.isdir(full) and not has_commits(full):
                 names.append(entry)
         if DEFAULT_DATABASE not in names:
             names.insert(0, DEFAULT_DATABASE)
@@ -324,22 +356,22 @@ class Catalog:
     def require_database(self, database: str) -> str:
         path = self.database_path(database)
         self.check_inside(path, "database", check_name(database, "database"))
-        if not os.path.isdir(path):
+        if not self.files.isdir(path):
             raise DatabaseNotFoundError(database, self.list_databases())
         return path
 
     def create_database(self, database: str, if_not_exists: bool = False) -> bool:
         path = self.database_path(database)
         self.check_inside(path, "database", check_name(database, "database"))
-        if os.path.lexists(path) and not os.path.isdir(path):
+        if self.files.lexists(path) and not self.files.isdir(path):
             raise AnalysisError(f"Cannot create database `{database}`: {path} exists and is not a folder.",
                                 error_class="SCHEMA_ALREADY_EXISTS", sqlstate="42P06")
-        if os.path.isdir(path):
+        if self.files.isdir(path):
             if if_not_exists:
                 return False
             raise AnalysisError(f"Cannot create database `{database}`: it already exists.",
                                 error_class="SCHEMA_ALREADY_EXISTS", sqlstate="42P06")
-        os.makedirs(path)
+        self.files.makedirs(path)
         return True
 
     def drop_database(self, database: str, if_exists: bool = False, cascade: bool = False) -> bool:
@@ -348,9 +380,9 @@ class Catalog:
             raise AnalysisError("Cannot drop the `default` database.", error_class="UNSUPPORTED_FEATURE.DROP_DATABASE")
         path = self.database_path(name)
         if self.is_link(path):  # the link is the database's only tie to the warehouse: drop it, nothing under it
-            os.unlink(path)
+            self.files.unlink(path)
             return True
-        if not os.path.isdir(path):
+        if not self.files.isdir(path):
             if if_exists:
                 return False
             raise DatabaseNotFoundError(database, self.list_databases())
@@ -360,7 +392,7 @@ class Catalog:
                                 "Use DROP DATABASE ... CASCADE.", error_class="SCHEMA_NOT_EMPTY", sqlstate="2BP01")
         for table in tables:
             self.drop_table(self.resolve(ast.TableRef(parts=(name, table)), name, must_exist=False, links=True))
-        shutil.rmtree(path, ignore_errors=True)  # (rmtree unlinks the links it meets, never follows them)
+        self.files.rmtree(path)
         return True
 
     # ------------------------------------------------------------------ tables
@@ -368,11 +400,11 @@ class Catalog:
     def list_tables(self, database: str = DEFAULT_DATABASE) -> list[str]:
         path = self.require_database(database)
         names = set()
-        for entry in os.listdir(path):
-            full = os.path.join(path, entry)
+        for entry in self.files.listdir(path):
+            full = self.files.join(path, entry)
             if entry.endswith(_EXTERNAL_SUFFIX):
                 names.add(entry[: -len(_EXTERNAL_SUFFIX)])
-            elif os.path.isdir(full) and not entry.startswith(".") and has_commits(full):
+            elif not entry.startswith(".") and self.files.isdir(full) and has_commits(full):
                 names.add(entry)
         return sorted(names)
 
@@ -422,14 +454,13 @@ class Catalog:
         database, table = self.split(ref, current_database)
         db_path = self.database_path(database)
         self.check_inside(db_path, "database", database)
-        if not os.path.isdir(db_path):
+        if not self.files.isdir(db_path):
             raise DatabaseNotFoundError(database, self.list_databases())
         display = table if database == check_name(current_database, "database") else f"{database}.{table}"
-        pointer = os.path.join(db_path, table + _EXTERNAL_SUFFIX)
+        pointer = self.files.join(db_path, table + _EXTERNAL_SUFFIX)
         self.check_inside(pointer, "table", display)
-        if os.path.isfile(pointer):
-            with open(pointer) as fh:
-                target = json.load(fh)["location"]
+        if self.files.isfile(pointer):
+            target = self.files.read_json(pointer)["location"]
             handle = TableHandle(name=display, path=target, database=database, table=table, external=True,
                                  registration=pointer, version=ref.version, timestamp=ref.timestamp)
         elif location is not None and not must_exist:
@@ -439,11 +470,11 @@ class Catalog:
                                  table=table, external=True, registration=pointer, version=ref.version,
                                  timestamp=ref.timestamp)
         else:
-            handle = TableHandle(name=display, path=os.path.join(db_path, table), database=database, table=table,
+            handle = TableHandle(name=display, path=self.files.join(db_path, table), database=database, table=table,
                                  version=ref.version, timestamp=ref.timestamp)
             if not (links and self.is_link(handle.path)):
                 self.check_inside(handle.path, "table", display)
-                self.check_inside(os.path.join(handle.path, "_delta_log"), "table", display)
+                self.check_inside(self.files.join(handle.path, "_delta_log"), "table", display)
         if must_exist and not handle.exists:
             raise TableNotFoundError(display, self.candidates(database, current_database))
         if not must_exist:
@@ -468,17 +499,14 @@ class Catalog:
     def exists(self, handle: TableHandle) -> bool:
         """Whether the name is taken: a registered external table, or a table folder with commits."""
         if handle.registration is not None:
-            return os.path.exists(handle.registration)
+            return self.files.isfile(handle.registration)
         return handle.exists
 
     def register_external(self, handle: TableHandle) -> None:
         """Write the pointer file of an external (LOCATION) table."""
         if handle.registration is None:
             return
-        tmp = handle.registration + ".tmp"
-        with open(tmp, "w") as fh:
-            json.dump({"location": handle.path}, fh)
-        os.replace(tmp, handle.registration)
+        self.files.write_json(handle.registration, {"location": handle.path})
 
     def ensure_absent(self, handle: TableHandle) -> None:
         if self.exists(handle):
@@ -500,12 +528,12 @@ class Catalog:
             raise AnalysisError(f"Cannot DROP {handle.name}: a table addressed by path is not registered in the "
                                 "catalog; delete its folder instead.", error_class="UNSUPPORTED_FEATURE.DROP_PATH")
         if handle.external:
-            if handle.registration and os.path.exists(handle.registration):
-                os.remove(handle.registration)
+            if handle.registration and self.files.isfile(handle.registration):
+                self.files.remove(handle.registration)
             return
         if self.is_link(handle.path):  # the name was a link: forget it, never delete what it points at
-            os.unlink(handle.path.rstrip(os.sep))
+            self.files.unlink(handle.path.rstrip(os.sep))
         else:
             self.check_inside(handle.path, "table", handle.name)  # (never rmtree through a linked ancestor)
-            shutil.rmtree(handle.path, ignore_errors=True)
+            self.files.rmtree(handle.path)
         forget_log(handle.path)

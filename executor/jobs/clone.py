@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import time
 import uuid
 
@@ -32,6 +31,7 @@ from ..catalog import properties as P
 from ..catalog.warehouse import foreign_entries
 from . import executes
 from ..log.actions import DeletionVectorDescriptor, DomainMetadata, Metadata
+from ..log import table_files
 from ..log.deletion_vectors import dv_file_path, z85_encode
 from ..session.results import CommitResult, PreparedWrite, QueryResult
 from isolde.grammar import ast
@@ -53,26 +53,24 @@ def _deep_add(src_path: str, dst_path: str, add, copied: list[str], dv_names: di
         rel = os.path.basename(src_file)  # the source itself was a shallow clone: bring the file home
     else:
         rel = P.local_path("", add.path).lstrip("/")
-    dst_file = os.path.join(dst_path, rel)
-    os.makedirs(os.path.dirname(dst_file), exist_ok=True)
-    if not os.path.exists(dst_file):
-        shutil.copyfile(src_file, dst_file)  # a new mtime: VACUUM sees a new file
+    dst_file = table_files.join(dst_path, rel)
+    if not table_files.exists(dst_file):
+        table_files.copy(src_file, dst_file)  # a new mtime: VACUUM sees a new file
         copied.append(dst_file)
     dv = add.deletion_vector
     if dv is not None and dv.storage_type == "u":
         src_dv = dv_file_path(src_path, dv)
         dst_dv = dv_file_path(dst_path, dv)
-        if not os.path.exists(dst_dv):
-            os.makedirs(os.path.dirname(dst_dv), exist_ok=True)
-            shutil.copyfile(src_dv, dst_dv)
+        if not table_files.exists(dst_dv):
+            table_files.copy(src_dv, dst_dv)
             copied.append(dst_dv)
     elif dv is not None and dv.storage_type == "p":  # an absolute DV (the source is a shallow clone): copy it home
         src_dv = dv_file_path(src_path, dv)
         file_id = dv_names.get(src_dv)
         if file_id is None:
             file_id = uuid.uuid4()
-            dst_dv = os.path.join(dst_path, f"deletion_vector_{file_id}.bin")
-            shutil.copyfile(src_dv, dst_dv)
+            dst_dv = table_files.join(dst_path, f"deletion_vector_{file_id}.bin")
+            table_files.copy(src_dv, dst_dv)
             copied.append(dst_dv)
             dv_names[src_dv] = file_id
         dv = DeletionVectorDescriptor("u", z85_encode(file_id.bytes), dv.size_in_bytes, dv.cardinality, dv.offset,
@@ -85,7 +83,7 @@ def run(ctx, stmt: ast.CloneTable):
     src_handle = P.resolve(ctx, stmt.source)
     src = P.snapshot_of(ctx, src_handle, stmt.source)
     target = P.resolve(ctx, stmt.table, must_exist=False, location=stmt.location)
-    if os.path.abspath(target.path) == os.path.abspath(src_handle.path):
+    if table_files.absolute(target.path) == table_files.absolute(src_handle.path):
         raise AnalysisError(f"Cannot clone {src_handle.name} onto itself.", error_class="DELTA_CLONE_SAME_TABLE")
     exists = target.exists
     if exists or (getattr(target, "registration", None) and os.path.exists(target.registration)):
@@ -118,21 +116,21 @@ def run(ctx, stmt: ast.CloneTable):
                                writer=features, min_reader=min_reader, min_writer=min_writer)
     if replacing:
         protocol = P.merge_protocols(current.protocol, protocol)
-    src_root = os.path.abspath(src_handle.path)
-    dst_root = os.path.abspath(target.path)
+    src_root = table_files.absolute(src_handle.path)
+    dst_root = table_files.absolute(target.path)
     copied: list[str] = []
     started = time.perf_counter()
     try:
         if stmt.shallow:
             adds = [_shallow_add(src_root, a) for a in src.all_files]
         else:
-            os.makedirs(dst_root, exist_ok=True)
+            if not table_files.is_remote(dst_root):
+                os.makedirs(dst_root, exist_ok=True)
             dv_names: dict = {}
             adds = [_deep_add(src_root, dst_root, a, copied, dv_names) for a in src.all_files]
     except FileNotFoundError as e:
         for p in copied:
-            if os.path.exists(p):
-                os.remove(p)
+            table_files.delete(p)
         raise AnalysisError(f"Cannot clone {src_handle.name} at version {src.version}: a file it needs is missing "
                             f"({e.filename}); was it vacuumed?", error_class="DELTA_CLONE_MISSING_FILES")
     removes = [a.remove(data_change=True) for a in current.all_files] if replacing else []

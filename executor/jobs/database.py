@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fnmatch
-import os
 
 from isolde.errors import AnalysisError
 from . import executes
@@ -24,7 +23,7 @@ def run_create_database(ctx, stmt: ast.CreateDatabase) -> QueryResult:
 @executes(ast.DropDatabase)
 def run_drop_database(ctx, stmt: ast.DropDatabase) -> QueryResult:
     path = ctx.catalog.database_path(stmt.name)
-    target = os.path.realpath(path) if ctx.catalog.is_link(path) else None
+    target = ctx.catalog.files.realpath(path) if ctx.catalog.is_link(path) else None
     dropped = ctx.catalog.drop_database(stmt.name, if_exists=stmt.if_exists, cascade=stmt.cascade)
     if dropped and stmt.name.lower() == ctx.current_database:
         ctx.session._current_database = "default"

@@ -20,7 +20,6 @@ DROP TABLE: managed tables lose their folder; external tables only their registr
 from __future__ import annotations
 
 import json
-import os
 
 from pyspark.sql import types as T
 
@@ -350,7 +349,7 @@ def run_drop_table(ctx, stmt: ast.DropTable) -> QueryResult:
         raise TableNotFoundError(handle.name, ctx.catalog.candidates(handle.database or ctx.current_database,
                                                                      ctx.current_database))
     linked = handle.managed and ctx.catalog.is_link(handle.path)
-    target = os.path.realpath(handle.path) if linked else None
+    target = ctx.catalog.files.realpath(handle.path) if linked else None
     ctx.catalog.drop_table(handle)
     if linked:
         return QueryResult(message=f"Table {handle.name} dropped (it was a symbolic link: the link is removed, the "

@@ -283,14 +283,10 @@ def _auto(struct, name: str) -> bool:
 
 
 def _remove(paths) -> None:
-    import os
-    import shutil
+    from ..log import table_files
 
     for p in paths:
-        if os.path.isdir(p):
-            shutil.rmtree(p, ignore_errors=True)
-        elif os.path.exists(p):
-            os.remove(p)
+        table_files.delete(p)
 
 
 def _check_columns(sql: str, names: list[str], table: str) -> None:

@@ -20,13 +20,13 @@ num_removed_files, num_restored_files, removed_files_size, restored_files_size.
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 
 from isolde.errors import AnalysisError, ExecutionError, VersionNotFoundError
 from ..catalog import properties as P
 from . import executes
 from ..log.actions import DomainMetadata, now_ms
+from ..log import table_files
 from ..log.deletion_vectors import dv_file_path
 from ..session.results import CommitResult
 from .alter import prepared_log_write
@@ -72,12 +72,12 @@ def _missing_files(table_path: str, adds) -> list[str]:
     missing = []
     for a in adds:
         path = P.local_path(table_path, a.path)
-        if not os.path.exists(path):
+        if not table_files.exists(path):
             missing.append(path)
         dv = a.deletion_vector
         if dv is not None and dv.storage_type != "i":
             dv_path = dv_file_path(table_path, dv)
-            if not os.path.exists(dv_path):
+            if not table_files.exists(dv_path):
                 missing.append(dv_path)
     return missing
 

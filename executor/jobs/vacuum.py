@@ -49,6 +49,7 @@ from isolde.errors import AnalysisError, ExecutionError
 from ..catalog import leases
 from ..catalog import properties as P
 from . import executes
+from ..log import table_files
 from ..log.deletion_vectors import dv_file_path
 from ..log.features import assert_writable
 from ..session.results import CommitResult, PreparedWrite, QueryResult
@@ -75,6 +76,9 @@ def _owned_files(root: str, partition_columns: list[str]):
     is walked: a user's sub-folder, hidden files and folders, ``_delta_log`` and the leases
     are never touched, whatever they hold."""
     parts = [p.lower() for p in partition_columns]
+    if table_files.is_remote(root):
+        yield from _owned_objects(root, parts)
+        return
     stack = [(root, 0, False)]
     while stack:
         folder, depth, staging = stack.pop()
@@ -94,11 +98,39 @@ def _owned_files(root: str, partition_columns: list[str]):
                     stack.append((entry.path, -1, False))  # deletion vectors only
             elif entry.is_file(follow_symlinks=False):
                 names.append(name)
-        if staging:
-            yield folder, names, True
-            continue
-        ok = [n for n in names if _DV_FILE.match(n) or (depth >= 0 and _DATA_FILE.match(n))]
-        yield folder, ok + [f".{n}.crc" for n in ok if f".{n}.crc" in names], False
+        yield _owned_in(folder, names, depth, staging)
+
+
+def _owned_in(folder: str, names: list, depth: int, staging: bool, stats=None):
+    if staging:
+        return folder, names, True, stats
+    ok = [n for n in names if _DV_FILE.match(n) or (depth >= 0 and _DATA_FILE.match(n))]
+    return folder, ok + [f".{n}.crc" for n in ok if f".{n}.crc" in names], False, stats
+
+
+def _owned_objects(root: str, parts: list[str]):
+    """``_owned_files`` on S3: one listing of the table's prefix (S3 has no folders to walk), each
+    key's folders judged by the same rules, with the sizes and times the listing gave."""
+    folders: dict = {}
+    for entry in table_files.files_for(root).walk(root):
+        depth, staging = 0, False
+        for seg in [d for d in entry.rel_dir.split("/") if d]:
+            if staging or _is_staging(seg):
+                staging = True
+            elif 0 <= depth < len(parts) and "=" in seg and unquote(seg.split("=", 1)[0]).lower() == parts[depth]:
+                depth += 1
+            elif depth == 0 and _DV_PREFIX_DIR.match(seg):
+                depth = -1
+            else:
+                break  # a folder the table does not own (_delta_log, a user's folder, hidden ones)
+        else:
+            folder = table_files.join(root, entry.rel_dir)
+            names, stats, _, _ = folders.setdefault(folder, ([], {}, depth, staging))
+            if not entry.name.startswith(".") or entry.name.endswith(".crc"):
+                names.append(entry.name)
+            stats[entry.name] = (entry.size, entry.modification_time)
+    for folder, (names, stats, depth, staging) in folders.items():
+        yield _owned_in(folder, names, depth, staging, stats)
 
 
 def _dv_paths(table_path: str, action) -> list[str]:
@@ -106,7 +138,7 @@ def _dv_paths(table_path: str, action) -> list[str]:
     if dv is None or dv.storage_type == "i":
         return []
     try:
-        return [os.path.abspath(dv_file_path(table_path, dv))]
+        return [table_files.absolute(dv_file_path(table_path, dv))]
     except Exception:
         return []
 
@@ -115,12 +147,12 @@ def referenced_files(table_path: str, snapshot, threshold_ms: int) -> set[str]:
     """Absolute local paths the table still needs: live files and tombstones within retention."""
     keep: set[str] = set()
     for add in snapshot.all_files:
-        keep.add(os.path.abspath(P.local_path(table_path, add.path)))
+        keep.add(table_files.absolute(P.local_path(table_path, add.path)))
         keep.update(_dv_paths(table_path, add))
     for rm in snapshot.tombstones:
         ts = rm.deletion_timestamp
         if ts is None or ts > threshold_ms:
-            keep.add(os.path.abspath(P.local_path(table_path, rm.path)))
+            keep.add(table_files.absolute(P.local_path(table_path, rm.path)))
             keep.update(_dv_paths(table_path, rm))
     return keep
 
@@ -143,26 +175,30 @@ def _list_candidates(root: str, keep: set[str], threshold_ms: int, partition_col
     """(files to delete with sizes, scanned directories) under ``root``."""
     out: list[tuple[str, int]] = []
     dirs: list[str] = []
-    for folder, names, _ in _owned_files(root, partition_columns):
-        if folder != root:
+    for folder, names, _, stats in _owned_files(root, partition_columns):
+        if folder != root and stats is None:  # (S3 has no folders to remove)
             dirs.append(folder)
         listed = set(names)
         for name in names:
             if name.startswith(".") and name.endswith(".crc") and name[1:-4] in listed:
                 continue  # goes with its data file
-            full = os.path.join(folder, name)
+            full = table_files.join(folder, name)
             if full in keep or leases.is_leased(full, leased):
                 continue
-            try:
-                st = os.stat(full)
-            except FileNotFoundError:
-                continue
-            if st.st_mtime * 1000 >= threshold_ms:
+            if stats is not None:
+                size, mtime = stats[name]
+            else:
+                try:
+                    st = os.stat(full)
+                except FileNotFoundError:
+                    continue
+                size, mtime = st.st_size, st.st_mtime * 1000
+            if mtime >= threshold_ms:
                 continue  # young: maybe a concurrent writer's file not yet committed
-            out.append((full, st.st_size))
+            out.append((full, size))
             crc = f".{name}.crc"
             if crc in listed:
-                out.append((os.path.join(folder, crc), 0))
+                out.append((table_files.join(folder, crc), 0))
     return out, dirs
 
 
@@ -173,16 +209,16 @@ def _lite_candidates(table_path: str, snapshot, keep: set[str], threshold_ms: in
         ts = rm.deletion_timestamp
         if ts is None or ts > threshold_ms:
             continue
-        for path in [os.path.abspath(P.local_path(table_path, rm.path))] + _dv_paths(table_path, rm):
+        for path in [table_files.absolute(P.local_path(table_path, rm.path))] + _dv_paths(table_path, rm):
             if path in keep or path in seen or not path.startswith(table_path.rstrip("/") + "/"):
                 continue
             seen.add(path)
             try:
-                st = os.stat(path)
+                size, mtime = table_files.files_for(path).stat(path)
             except FileNotFoundError:
                 continue
-            if st.st_mtime * 1000 < threshold_ms:
-                out.append((path, st.st_size))
+            if mtime < threshold_ms:
+                out.append((path, size))
     return out
 
 
@@ -223,7 +259,7 @@ def plan_vacuum(ctx, handle, retain_hours=None, lite: bool = False, now_ms: int 
     retention_ms, default_ms, check = _retention(ctx, snap.metadata, retain_hours)
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     threshold = now_ms - retention_ms
-    root = os.path.abspath(handle.path)
+    root = table_files.absolute(handle.path)
     keep = referenced_files(root, snap, threshold)
     if lite:
         candidates, dirs = _lite_candidates(root, snap, keep, threshold), []
@@ -258,7 +294,7 @@ def run(ctx, stmt: ast.Vacuum):
             "numFilesToDelete": len(data_files), "sizeOfDataToDelete": sum(s for _, s in data_files)})
         # a commit since planning may have re-added a file (RESTORE): keep what the latest version needs
         latest = log.update()
-        keep = referenced_files(os.path.abspath(handle.path), latest, threshold)
+        keep = referenced_files(table_files.absolute(handle.path), latest, threshold)
         dir_mtimes = {}
         for d in dirs:
             try:
@@ -271,7 +307,10 @@ def run(ctx, stmt: ast.Vacuum):
                 if path in keep:
                     continue
                 try:
-                    os.remove(path)
+                    if table_files.is_remote(path):
+                        table_files.files_for(path).delete(path)
+                    else:
+                        os.remove(path)
                     if not os.path.basename(path).startswith("."):
                         deleted += 1
                 except FileNotFoundError:

@@ -23,6 +23,7 @@ from pyroaring import BitMap64
 
 from isolde.errors import ExecutionError
 
+from . import table_files
 from .actions import DeletionVectorDescriptor
 from .store import storage_error, writing
 
@@ -108,7 +109,7 @@ def dv_file_path(table_path: str, descriptor: DeletionVectorDescriptor) -> str:
     """The local path of a file-backed DV ('u' relative uuid or 'p' absolute path)."""
     if descriptor.storage_type == "u":
         relative = _relative_dv_path(descriptor.path_or_inline_dv)
-        return os.path.join(_table_root(table_path), relative)
+        return table_files.join(_table_root(table_path), relative)
     if descriptor.storage_type == "p":
         return _table_root(descriptor.path_or_inline_dv)
     raise ValueError(f"deletion vector storage type {descriptor.storage_type!r} has no file")
@@ -150,7 +151,7 @@ def read_deletion_vector(table_path: str, descriptor: DeletionVectorDescriptor) 
         offset = descriptor.offset or 1
         path = dv_file_path(table_path, descriptor)
         try:
-            with open(path, "rb") as fh:
+            with table_files.files_for(path).open_input(path) as fh:
                 fh.seek(offset)
                 head = fh.read(4)
                 if len(head) < 4:
@@ -199,11 +200,12 @@ def write_deletion_vectors(
     file_uuid = uuid.uuid4()
     prefix = "".join(random.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(prefix_length))
     encoded = prefix + z85_encode(file_uuid.bytes)
-    directory = os.path.join(_table_root(table_path), prefix) if prefix else _table_root(table_path)
+    directory = table_files.join(_table_root(table_path), prefix) if prefix else _table_root(table_path)
     unchanged = f"No deletion vector was recorded: the table {_table_root(table_path)} is unchanged."
-    with writing(directory, what="the folder for deletion vector files", consequence=unchanged):
-        os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"deletion_vector_{file_uuid}.bin")
+    if not table_files.is_remote(directory):  # (object stores have no folders to make)
+        with writing(directory, what="the folder for deletion vector files", consequence=unchanged):
+            os.makedirs(directory, exist_ok=True)
+    path = table_files.join(directory, f"deletion_vector_{file_uuid}.bin")
     body = bytearray([FORMAT_VERSION])
     out: dict[object, DeletionVectorDescriptor] = {}
     for key, rows in rows_by_key.items():
@@ -218,7 +220,14 @@ def write_deletion_vectors(
 
 def _write_new_file(path: str, body: bytes, consequence: str) -> None:
     """Create ``path`` with ``body``, fsynced. A write the file system refuses (disk full,
-    permission denied) removes the partial file and raises StorageError naming it."""
+    permission denied) removes the partial file and raises StorageError naming it. On S3 one
+    PUT (the name holds a fresh uuid: nobody else writes it)."""
+    if table_files.is_remote(path):
+        try:
+            table_files.files_for(path).write_bytes(path, body)
+        except OSError as e:
+            raise storage_error(e, path, what="a deletion vector file", consequence=consequence) from e
+        return
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except (FileExistsError, FileNotFoundError):

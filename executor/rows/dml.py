@@ -280,9 +280,9 @@ def file_num_records(target: Target, add) -> Optional[int]:
     from .scan import file_local_path
 
     try:
-        import pyarrow.parquet as pq
+        from ..log import table_files
 
-        n = int(pq.ParquetFile(file_local_path(target.path, add.path)).metadata.num_rows)
+        n = int(table_files.parquet_file(file_local_path(target.path, add.path)).metadata.num_rows)
     except Exception:
         return None
     add.__dict__["_isolde_footer_rows"] = n

@@ -226,18 +226,19 @@ def _write_table(spark, table, table_path: str, metadata, data_change: bool, hid
     from concurrent.futures import ThreadPoolExecutor
 
     from .writer import _adopt_one, _staging, tag_iceberg_compat
+    from ..log import table_files
     from ..log.stats import file_stats_and_tags
     from ..log.store import writing
     from ..runtime.phases import phase
     from .scan import partition_dir
 
-    table_path = os.path.abspath(table_path)
+    table_path = table_files.absolute(table_path)
     parts = S.partition_columns(metadata)
     by_lower = {name.lower(): name for name in table.column_names}
     part_names = [by_lower[p.lower()] for p in parts]
     data = table.drop_columns(part_names) if part_names else table
     groups = _partition_groups(table, part_names)
-    with _staging(table_path) as (staging, result):
+    with _staging(table_path, on_local_disk=True) as (staging, result):
         staged = []
         for key, rows in groups.items():
             pvalues = dict(zip(parts, key))

@@ -23,7 +23,6 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
-from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import sqlglot
@@ -31,7 +30,9 @@ import sqlglot.expressions as exp
 from pyspark.sql import DataFrame, functions as F
 from pyspark.sql import types as T
 
+from ..catalog import properties as P
 from ..catalog import schema as S
+from ..catalog.properties import table_root
 from ..catalog import variant
 from ..log import type_widening
 from ..log.stats import nan_free_columns
@@ -67,20 +68,8 @@ def _spark(ctx):
     return getattr(ctx, "spark", ctx)
 
 
-def table_root(table_path: str) -> str:
-    if table_path.startswith("file:"):
-        return unquote(urlparse(table_path).path)
-    return table_path
-
-
-def file_local_path(table_path: str, add_path: str) -> str:
-    """The local path of an AddFile.path (a URI-encoded path relative to the table, or absolute)."""
-    if "://" in add_path or add_path.startswith("file:"):
-        return unquote(urlparse(add_path).path)
-    rel = unquote(add_path)
-    if rel.startswith("/"):
-        return rel
-    return os.path.join(table_root(table_path), rel)
+#: where an AddFile.path (URI-encoded, relative to the table, or absolute) lives
+file_local_path = P.local_path
 
 
 _URI_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-!.~'()*,;:$&+=/@")
@@ -88,16 +77,21 @@ _ENCODER_CHECKED: dict = {}
 
 
 def _python_key(local_path: str) -> str:
-    """java.net.URI's quoting of a path (what Hadoop's Path.toUri() produces), in Python."""
+    """java.net.URI's quoting of a path (what Hadoop's Path.toUri() produces), in Python: a local
+    path as a ``file:`` URI; an ``s3a://bucket/key`` with its key quoted."""
+    scheme = "file:"
+    if local_path.startswith("s3a://"):
+        bucket, _, key = local_path[6:].partition("/")
+        scheme, local_path = f"s3a://{bucket}", "/" + key
     if _URI_SAFE.issuperset(local_path):  # nothing to quote (one set test, not one per character)
-        return "file:" + local_path
+        return scheme + local_path
     out = []
     for ch in local_path:
         if ch in _URI_SAFE or (ord(ch) > 127 and not ch.isspace() and ch.isprintable()):
             out.append(ch)
         else:
             out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
-    return "file:" + "".join(out)
+    return scheme + "".join(out)
 
 
 class _KeyEncoder:
@@ -122,7 +116,8 @@ class _KeyEncoder:
         self.python = ok
 
     def _jvm_key(self, local_path: str) -> str:
-        return self._spark._jvm.org.apache.hadoop.fs.Path("file:" + local_path).toUri().toString()
+        uri = local_path if local_path.startswith("s3a://") else "file:" + local_path
+        return self._spark._jvm.org.apache.hadoop.fs.Path(uri).toUri().toString()
 
     def __call__(self, local_path: str) -> str:
         return _python_key(local_path) if self.python else self._jvm_key(local_path)

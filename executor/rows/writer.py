@@ -22,10 +22,10 @@ Partition columns are not stored in the files. Files with zero rows are dropped.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from contextlib import contextmanager
 import re
-import shutil
 import uuid
 from dataclasses import dataclass, field, replace
 from typing import Optional, Sequence
@@ -38,6 +38,7 @@ from pyspark.sql import types as T
 
 from isolde.errors import AnalysisError, ColumnNotFoundError, UnsupportedFeatureError
 from ..catalog import properties as P
+from ..log import table_files
 from ..catalog import schema as S
 from . import store_assignment as SA
 from ..runtime.phases import phase
@@ -521,6 +522,10 @@ def stamp_nested_ids(folder: str, metadata) -> None:
     struct = S.data_schema(metadata)
     if not S.fields_with_nested_ids(struct):
         return
+    if table_files.is_remote(folder):
+        raise AnalysisError("Writing to a table with nested column-mapping ids (UniForm / IcebergCompatV2) on "
+                            "S3 is not supported yet: its files would lack the ids Iceberg readers need.",
+                            error_class="UNSUPPORTED_FEATURE", sqlstate="0A000")
     for root, dirs, names in os.walk(folder):
         for name in names:
             if name.startswith((".", "_")) or not name.endswith(".parquet"):
@@ -563,34 +568,39 @@ def _adopt_files(staging: str, table_path: str, parts: list, result: "WrittenFil
     """
     from ..log.stats import file_stats_and_tags
 
-    for root, dirs, names in os.walk(staging):
+    files = table_files.files_for(staging)
+    for entry in files.walk(staging):
+        name, rel_dir = entry.name, entry.rel_dir
         # Spark's hidden folders (_temporary, .spark-staging): skipped; a partition folder of a
         # column whose name starts with '_' (`_p=1`) holds rows
-        dirs[:] = [d for d in dirs if not d.startswith((".", "_")) or (d.startswith("_") and "=" in d)]
-        for name in names:
-            if name.startswith((".", "_")) or not name.endswith(".parquet"):
-                continue
-            src = os.path.join(root, name)
-            rel_dir = os.path.relpath(root, staging)
-            rel_dir = "" if rel_dir == "." else rel_dir
-            if rel_dir_of is not None:
-                pvalues = dict(pvalues_of(rel_dir))
-                rel_dir = rel_dir_of(rel_dir)
-            else:
-                pvalues = {}
-                if rel_dir:
-                    for seg in rel_dir.split(os.sep):
-                        key, _, value = seg.partition("=")
-                        key, value = _hive_unescape(key), _hive_unescape(value)  # Spark escapes both (a:b -> a%3Ab)
-                        pvalues[key] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
-                pvalues = {p: pvalues.get(p, pvalues.get(next((k for k in pvalues if k.lower() == p.lower()), p)))
-                           for p in parts}
+        if any(d.startswith(".") or (d.startswith("_") and "=" not in d) for d in rel_dir.split("/") if d):
+            continue
+        if name.startswith((".", "_")) or not name.endswith(".parquet"):
+            continue
+        src = table_files.join(staging, rel_dir, name)
+        group_dir = rel_dir
+        if rel_dir_of is not None:
+            pvalues = dict(pvalues_of(rel_dir))
+            rel_dir = rel_dir_of(rel_dir)
+        else:
+            pvalues = {}
+            if rel_dir:
+                for seg in rel_dir.split("/"):
+                    key, _, value = seg.partition("=")
+                    key, value = _hive_unescape(key), _hive_unescape(value)  # Spark escapes both (a:b -> a%3Ab)
+                    pvalues[key] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
+            pvalues = {p: pvalues.get(p, pvalues.get(next((k for k in pvalues if k.lower() == p.lower()), p)))
+                       for p in parts}
+        if files is table_files.LOCAL:
             num, stats, tags = file_stats_and_tags(src, hidden)
-            if num == 0:
-                continue
-            _adopt_one(src, table_path, rel_dir, name, pvalues, num, stats, result, data_change, tags)
-            if group_of is not None:
-                result.groups.append(group_of(os.path.relpath(root, staging)))
+        else:
+            with files.open_input(src) as fh:
+                num, stats, tags = file_stats_and_tags(fh, hidden)
+        if num == 0:
+            continue
+        _adopt_one(src, table_path, rel_dir, name, pvalues, num, stats, result, data_change, tags)
+        if group_of is not None:
+            result.groups.append(group_of(group_dir))
 
 
 def _adopt_one(src: str, table_path: str, rel_dir: str, name: str, pvalues: dict, num, stats,
@@ -598,24 +608,22 @@ def _adopt_one(src: str, table_path: str, rel_dir: str, name: str, pvalues: dict
     """Move one written file to ``<table>/<rel_dir>/<name>`` and record its AddFile."""
     from ..log.actions import AddFile
 
-    dest_dir = os.path.join(table_path, rel_dir) if rel_dir else table_path
-    os.makedirs(dest_dir, exist_ok=True)
-    dest = os.path.join(dest_dir, name)
-    os.rename(src, dest)
+    dest = table_files.join(table_path, rel_dir, name)
+    table_files.move(src, dest)
     result.staged_paths.append(dest)
-    st = os.stat(dest)
-    rel = os.path.join(rel_dir, name) if rel_dir else name
+    size, mtime = table_files.files_for(dest).stat(dest)
+    rel = f"{rel_dir.replace(os.sep, '/')}/{name}" if rel_dir else name
     result.adds.append(AddFile(
-        path=_rel_to_add_path(rel.replace(os.sep, "/")),
+        path=_rel_to_add_path(rel),
         partition_values=pvalues,
-        size=st.st_size,
-        modification_time=int(st.st_mtime * 1000),
+        size=size,
+        modification_time=mtime,
         data_change=data_change,
         stats=stats,
         tags=dict(tags) if tags else None,
     ))
     result.num_rows += num or 0
-    result.num_bytes += st.st_size
+    result.num_bytes += size
 
 
 ICEBERG_COMPAT_TAG = "ICEBERG_COMPAT_VERSION"
@@ -630,6 +638,9 @@ def tag_iceberg_compat(result: "WrittenFiles", metadata, table_path: str) -> "Wr
     if result is None or not any(k.lower() == "delta.enableicebergcompatv2" and str(v).strip().lower() == "true"
                                  for k, v in conf.items()):
         return result
+    if table_files.is_remote(table_path) and S.partition_columns(metadata):
+        raise AnalysisError("Writing to a partitioned UniForm (IcebergCompatV2) table on S3 is not supported yet.",
+                            error_class="UNSUPPORTED_FEATURE", sqlstate="0A000")
     adds = []
     for a in result.adds:
         changes = {"tags": {**(a.tags or {}), ICEBERG_COMPAT_TAG: "2"}}
@@ -714,17 +725,21 @@ def materialize_partition_values(path: str, metadata, partition_values: dict) ->
 def remove_written(result: "WrittenFiles") -> None:
     """Delete the files of a write that will not be committed."""
     for p in result.staged_paths:
-        if os.path.isdir(p):
-            shutil.rmtree(p, ignore_errors=True)
-        elif os.path.exists(p):
-            os.remove(p)
+        table_files.files_for(p).delete(p)
 
 
 @contextmanager
-def _staging(table_path: str):
+def _staging(table_path: str, *, on_local_disk: bool = False):
     """``(staging folder, WrittenFiles)`` for one write: on an error every file already moved
-    into the table is removed; the staging folder is removed either way."""
-    staging = os.path.join(table_path, f".isolde-staging-{uuid.uuid4().hex}")
+    into the table is removed; the staging folder is removed either way. ``on_local_disk``: a
+    table on S3 gets a local temporary folder (the driver's pyarrow writer writes local files,
+    uploaded as they are adopted)."""
+    if on_local_disk and table_files.is_remote(table_path):
+        import tempfile
+
+        staging = tempfile.mkdtemp(prefix="isolde-staging-")
+    else:
+        staging = table_files.join(table_path, f".isolde-staging-{uuid.uuid4().hex}")
     result = WrittenFiles(staged_paths=[staging])
     if "://" not in table_path or table_path.startswith("file:"):
         # a folder the writer may not write in: say so now (Hadoop's task error says "Mkdirs failed")
@@ -741,7 +756,8 @@ def _staging(table_path: str):
         remove_written(result)
         raise
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        with contextlib.suppress(OSError):  # best effort: an orphan staging folder is VACUUM's
+            table_files.files_for(staging).delete(staging)
         result.staged_paths = [p for p in result.staged_paths if p != staging]
 
 
@@ -749,8 +765,8 @@ def write_files(ctx, df: DataFrame, table_path: str, metadata, *, data_change: b
                 max_records_per_file: Optional[int] = None, hidden: Sequence[str] = ()) -> WrittenFiles:
     """Write ``df`` (already conformed: the table's columns in order, then the ``hidden``
     physical columns -- materialised row ids --) as new data files."""
-    table_path = os.path.abspath(table_path)
-    if not max_records_per_file:
+    table_path = table_files.absolute(table_path)
+    if not max_records_per_file and not table_files.is_remote(table_path):
         from .driver_write import write_local_rows
 
         written = write_local_rows(ctx, df, table_path, metadata, data_change, hidden)
@@ -816,7 +832,7 @@ def write_partition_groups(ctx, groups: Sequence[tuple], table_path: str, metada
 
     spark = getattr(ctx, "spark", ctx)
     ensure_unshredded_writes(spark)
-    table_path = os.path.abspath(table_path)
+    table_path = table_files.absolute(table_path)
     parts = S.partition_columns(metadata)
     if S.column_mapping_mode(metadata) != "none":
         mapping = S.logical_to_physical(metadata)
@@ -835,7 +851,7 @@ def write_partition_groups(ctx, groups: Sequence[tuple], table_path: str, metada
             lower = {p.lower() for p in parts}
             data = df.select(*[F.col(_q(c)) for c in df.columns if c.lower() not in lower])
             data.write.mode("errorifexists").format("parquet").option("compression", "snappy") \
-                .save(os.path.join(staging, sub))
+                .save(table_files.join(staging, sub))
         except BaseException as e:
             failed.append(e)
             raise
@@ -861,9 +877,9 @@ def write_partition_groups(ctx, groups: Sequence[tuple], table_path: str, metada
         by_sub = {sub: (rel, pv) for sub, pv, rel, _ in jobs}
         with phase("stats"):
             _adopt_files(staging, table_path, [], result, data_change,
-                         rel_dir_of=lambda d: by_sub[d.split(os.sep)[0]][0],
-                         pvalues_of=lambda d: by_sub[d.split(os.sep)[0]][1],
-                         group_of=lambda d: int(d.split(os.sep)[0][1:]), hidden=frozenset(hidden))
+                         rel_dir_of=lambda d: by_sub[d.split("/")[0]][0],
+                         pvalues_of=lambda d: by_sub[d.split("/")[0]][1],
+                         group_of=lambda d: int(d.split("/")[0][1:]), hidden=frozenset(hidden))
     return tag_iceberg_compat(result, metadata, table_path)
 
 

@@ -21,6 +21,8 @@ import tempfile
 import threading
 from typing import Callable, Mapping, Optional
 
+from . import s3a
+
 _LOCK = threading.Lock()
 _SPARK = None
 _JVM_LOG: Optional[str] = None
@@ -236,6 +238,7 @@ def get_spark(master: Optional[str] = None, conf: Optional[Mapping[str, str]] = 
         settings = default_conf(master)
         for key, value in (conf or {}).items():
             settings[key] = str(value)
+        settings.update(s3a.spark_conf(settings))
         spark_conf = SparkConf(loadDefaults=True)
         for key, value in settings.items():
             spark_conf.set(key, value)

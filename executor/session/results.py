@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
-import shutil
 import threading
 import time
 import types
@@ -770,11 +769,8 @@ class PreparedWrite:
             self._remove_staged()
 
     def _remove_staged(self) -> None:
-        import os
+        from ..log import table_files
 
         for path in self.staged_paths:
-            if os.path.isdir(path):
-                shutil.rmtree(path, ignore_errors=True)
-            elif os.path.exists(path):
-                os.remove(path)
+            table_files.delete(path)
         self._release()

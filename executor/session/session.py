@@ -68,7 +68,10 @@ class Session:
                             and not k.startswith("spark.databricks.")}
         # Spark's own catalog folder goes inside isolde's warehouse (hidden: not a database),
         # never a spark-warehouse/ in the user's working directory.
-        self._spark_conf.setdefault("spark.sql.warehouse.dir", os.path.join(self.warehouse, SPARK_WAREHOUSE_DIR))
+        # (An S3 warehouse keeps Spark's folder local: isolde's catalog is its own, and Spark would
+        # otherwise reach for the bucket before the first statement.)
+        if not self.catalog.files.remote:
+            self._spark_conf.setdefault("spark.sql.warehouse.dir", os.path.join(self.warehouse, SPARK_WAREHOUSE_DIR))
         self._spark = spark
         self._start_error: Optional[BaseException] = None
         self._started = threading.Event()

@@ -32,6 +32,7 @@ def read_stream(session, table: str, **options):
     """A streaming DataFrame over ``table`` (a name, or ``delta.`/path```) of an isolde Session."""
     from ..session.session import _ref_from_name
 
+    from ..log import table_files
     from .plan import StreamOptions
 
     StreamOptions.parse({k: str(v) for k, v in options.items()})  # refused here, not at the first batch
@@ -40,6 +41,9 @@ def read_stream(session, table: str, **options):
     reader = session.spark.readStream.format("isolde")
     for key, value in options.items():
         reader = reader.option(key, str(value).lower() if isinstance(value, bool) else str(value))
+    if table_files.is_remote(handle.path):  # Spark's Python workers read the log and files too
+        for key, value in table_files.aws_options().items():
+            reader = reader.option(key, value)
     return reader.load(handle.path)
 
 

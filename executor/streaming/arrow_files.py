@@ -8,15 +8,14 @@ predates with nulls, and casts to the exact Arrow schema Spark expects from a Py
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Optional
-from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from ..catalog import properties as P
+from ..log import table_files
 from ..log.actions import AddFile
 from ..log.deletion_vectors import read_deleted_rows
 
@@ -55,13 +54,8 @@ def columns_of(schema: dict, partition_columns, configuration: dict) -> list[Col
     return [_column(f, mapped, f["name"].lower() in parts) for f in schema.get("fields", [])]
 
 
-def local_path(table_path: str, add_path: str) -> str:
-    """The local file of an AddFile.path (URI-encoded, relative to the table, or absolute)."""
-    if "://" in add_path or add_path.startswith("file:"):
-        return unquote(urlparse(add_path).path)
-    rel = unquote(add_path)
-    root = unquote(urlparse(table_path).path) if table_path.startswith("file:") else table_path
-    return rel if rel.startswith("/") else os.path.join(root, rel)
+#: where an AddFile.path lives (a local path, or an s3a:// URI)
+local_path = P.local_path
 
 
 def partition_array(value: Optional[str], arrow_type: pa.DataType, n: int) -> pa.Array:
@@ -105,7 +99,7 @@ def _conform(arr: pa.Array, column: Optional[Column], arrow_type: pa.DataType) -
 
 def read_file(table_path: str, add: AddFile, columns: list[Column], schema: pa.Schema) -> pa.Table:
     """The live rows of one data file as a table with exactly ``schema`` (columns in order)."""
-    data = pq.read_table(local_path(table_path, add.path), coerce_int96_timestamp_unit="us")
+    data = table_files.read_parquet(local_path(table_path, add.path), coerce_int96_timestamp_unit="us")
     n = data.num_rows
     names = set(data.column_names)
     arrays = []

@@ -25,7 +25,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from isolde.errors import AnalysisError
-from ..log import DeltaLog
+from ..log import DeltaLog, table_files
 from .arrow_files import columns_of, read_file
 from .plan import (
     Offset,
@@ -86,6 +86,7 @@ class IsoldeDataSource(DataSource):
         return FORMAT
 
     def _log(self) -> DeltaLog:
+        table_files.adopt_aws_options(self.options)
         return DeltaLog.for_table(table_path_from_options(self.options))
 
     def schema(self) -> T.StructType:
@@ -96,12 +97,14 @@ class IsoldeDataSource(DataSource):
         return stream_schema(snap.metadata)
 
     def streamReader(self, schema: T.StructType) -> "IsoldeStreamReader":
-        return IsoldeStreamReader(self._log(), dict(self.options), schema)
+        log = self._log()
+        return IsoldeStreamReader(log, dict(self.options), schema)
 
 
 class IsoldeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, log: DeltaLog, options: dict, schema: T.StructType):
-        self.options = StreamOptions.parse(options)
+        self.aws = {k: v for k, v in options.items() if str(k).lower().startswith(table_files.AWS_OPTION_PREFIX)}
+        self.options = StreamOptions.parse(table_files.adopt_aws_options(options))
         self.plan = StreamPlan.at_latest(log, self.options)
         snap = log.snapshot(self.plan.read_version)
         if stream_schema(snap.metadata) != _plain(schema):  # changed between load() and start()
@@ -130,7 +133,7 @@ class IsoldeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __getstate__(self) -> dict:
         """Tasks get what ``read`` needs: the log (and its lock) stays on the driver."""
-        return {"schema": self.schema, "columns": self.columns}
+        return {"schema": self.schema, "columns": self.columns, "aws": self.aws}
 
     # ------------------------------------------------------------------ offsets
     def initialOffset(self) -> dict:
@@ -181,6 +184,8 @@ class IsoldeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: FilesPartition) -> Iterator:
         from pyspark.sql.pandas.types import to_arrow_schema
+
+        table_files.adopt_aws_options(self.aws)
 
         from ..log.actions import AddFile
 

@@ -18,6 +18,7 @@ from typing import Iterable, Optional
 import numpy as np
 from pyroaring import BitMap64
 
+from ..log import table_files
 from ..log.actions import Action, AddFile, RemoveFile
 
 STABLE_IDS_TAG = "isolde.stableRowIds"
@@ -30,11 +31,9 @@ def _partition(values) -> str:
 def _id_column(path: str, column: str) -> Optional[np.ndarray]:
     """A file's materialised row-id column as int64 with -1 for null; None if the file has none."""
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    if column not in pq.read_schema(path).names:
+    if column not in table_files.parquet_file(path).schema_arrow.names:
         return None
-    values = pq.read_table(path, columns=[column]).column(0)
+    values = table_files.read_parquet(path, columns=[column]).column(0)
     return pc.fill_null(values, -1).to_numpy().astype(np.int64)
 
 

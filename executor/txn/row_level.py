@@ -41,6 +41,7 @@ from isolde.errors import (
     ConcurrentDeleteReadException,
     ConcurrentModificationException,
 )
+from ..log import table_files
 from ..log.actions import Action, AddFile, DeletionVectorDescriptor, RemoveFile
 from ..log.deletion_vectors import read_deletion_vector, write_deletion_vectors
 
@@ -67,13 +68,14 @@ class ColumnCache:
 
     @staticmethod
     def _identity(local: str) -> tuple:
+        if table_files.is_remote(local):  # a data file's key is never rewritten: its name is its identity
+            return (local,)
         st = os.stat(local)
         return local, st.st_size, st.st_mtime_ns
 
     def read(self, local: str, physical: list[str]):
         """A pyarrow Table of ``physical`` columns of the Parquet file at ``local``."""
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         ident = self._identity(local)
         with self._lock:
@@ -83,7 +85,7 @@ class ColumnCache:
                     self._columns.move_to_end((ident, c))
         missing = [c for c, col in found.items() if col is None]
         if missing:
-            table = pq.read_table(local, columns=missing)
+            table = table_files.read_parquet(local, columns=missing)
             with self._lock:
                 for c in missing:
                     col = found[c] = table.column(c)
@@ -204,9 +206,7 @@ class TableFiles:
                 stats = None
         if stats and isinstance(stats.get("numRecords"), int):
             return stats["numRecords"]
-        import pyarrow.parquet as pq
-
-        return pq.ParquetFile(self.local(f.path)).metadata.num_rows
+        return table_files.parquet_file(self.local(f.path)).metadata.num_rows
 
     def live_rows(self, f: AddFile | RemoveFile) -> BitMap64:
         rows = BitMap64(range(self.num_records(f)))

@@ -447,25 +447,27 @@ class OptimisticTransaction:
         return actions
 
     def _verify_files_exist(self, actions: list[Action]) -> None:
-        """Every data file and deletion-vector file the commit will reference exists (local
-        tables): a version never points at files a VACUUM took while the write was prepared."""
+        """Every data file and deletion-vector file the commit will reference exists (on a local
+        disk or S3): a version never points at files a VACUUM took while the write was prepared."""
         from ..log.deletion_vectors import dv_file_path
+        from ..log.table_files import files_for
         from ..catalog.properties import local_path
 
         missing = []
         for a in actions:
             if not isinstance(a, AddFile):
                 continue
-            if "://" not in a.path or a.path.startswith("file:"):
-                if not os.path.exists(local_path(self.table, a.path)):
+            path = local_path(self.table, a.path)
+            if "://" not in path or path.startswith("s3a://"):
+                if not files_for(path).exists(path):
                     missing.append(a.path)
             dv = a.deletion_vector
             if dv is not None and dv.storage_type in ("u", "p"):
                 try:
                     dv_path = dv_file_path(self.table, dv)
-                except Exception:
+                except Exception:  # an unreadable DV descriptor is the reader's error, not a missing file
                     continue
-                if "://" not in dv_path and not os.path.exists(dv_path):
+                if ("://" not in dv_path or dv_path.startswith("s3a://")) and not files_for(dv_path).exists(dv_path):
                     missing.append(dv_path)
         if missing:
             raise StagedFileMissingError(

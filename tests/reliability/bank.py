@@ -47,13 +47,16 @@ class BankConfig:
         return (f"{'parted' if self.partitioned else 'flat'}-{'dv' if self.deletion_vectors else 'cow'}-"
                 f"{self.isolation}-rowlevel:{self.row_level}")
 
-    def ddl(self, table: str) -> str:
+    def ddl(self, table: str, location: str | None = None) -> str:
+        """``location``: an external table there (an ``s3a://`` URI for the S3 runs)."""
         parted = " PARTITIONED BY (branch)" if self.partitioned else ""
         props = {"delta.isolationLevel": self.isolation,
                  "delta.enableDeletionVectors": str(self.deletion_vectors).lower(),
                  "isolde.rowLevelConcurrency": self.row_level}
         text = ", ".join(f"'{k}' = '{v}'" for k, v in props.items())
-        return f"CREATE TABLE {table} (id BIGINT, branch INT, balance BIGINT){parted} TBLPROPERTIES ({text})"
+        where = f" LOCATION '{location}'" if location else ""
+        return (f"CREATE TABLE {table} (id BIGINT, branch INT, balance BIGINT) USING DELTA{parted}{where} "
+                f"TBLPROPERTIES ({text})")
 
 
 @dataclass(frozen=True)
@@ -152,9 +155,9 @@ def writer_seed(config: BankConfig, n: int) -> int:
     return zlib.crc32(f"{config.name}/{n}".encode())
 
 
-def set_up(session, config: BankConfig, table: str = "bank") -> int:
+def set_up(session, config: BankConfig, table: str = "bank", location: str | None = None) -> int:
     """Create and fill the table; returns the version the history starts from."""
-    session.execute(config.ddl(table))
+    session.execute(config.ddl(table, location))
     session.execute(f"INSERT INTO {table} VALUES " + ", ".join(f"({i}, {b}, {v})" for i, (b, v) in initial_state().items()))
     return session.execute(f"DESCRIBE HISTORY {table}").first().version
 
@@ -165,14 +168,15 @@ def read_balances(session, table: str = "bank") -> tuple:
     return int(row[0]), int(row[1]), int(row[2])
 
 
-def final_state(session, table_path: str, table: str = "bank") -> tuple:
-    """(latest version, rows read by isolde, rows read by delta-rs) once the writers are done."""
+def final_state(session, table_path: str, table: str = "bank", storage_options: dict | None = None) -> tuple:
+    """(latest version, rows read by isolde, rows read by delta-rs) once the writers are done.
+    ``storage_options``: delta-rs's, for a table on S3 (``table_path`` an s3:// URI)."""
     import pyarrow as pa
     from deltalake import DeltaTable, QueryBuilder
 
     latest = session.execute(f"DESCRIBE HISTORY {table}").first().version
     final = sorted(tuple(int(x) for x in r) for r in session.sql(f"SELECT id, branch, balance FROM {table}").collect())
-    theirs = pa.table(QueryBuilder().register("t", DeltaTable(table_path)).execute(
+    theirs = pa.table(QueryBuilder().register("t", DeltaTable(table_path, storage_options=storage_options)).execute(
         "SELECT id, branch, balance FROM t").read_all()).to_pylist()
     return latest, final, sorted((r["id"], r["branch"], r["balance"]) for r in theirs)
 

@@ -5,13 +5,9 @@ listing, read after write), a table committed through DeltaLog on ``s3://``, thr
 processes racing on one S3 table, writers SIGKILLed mid-commit, and delta-rs reading what isolde
 committed to the bucket.
 
-About moto (5.2.x): it enforces ``If-None-Match: *`` on PutObject (412 PreconditionFailed when
-the key exists; ``test_moto_enforces_if_none_match`` checks it with plain boto3), but as a
-check-then-put in its request handler with no lock, so two requests for one key that interleave
-between the check and the put could both succeed -- a window real S3 does not have. The fixture
-below therefore serializes moto's PutObject handler (``_atomic_put_object``) so the race tests
-test isolde against S3's documented guarantee, not moto's window; the 412 itself still comes
-from moto's own check.
+The server (``tests/helpers/s3_server.py``) serialises moto's PutObject handler, which checks
+``If-None-Match: *`` without a lock; ``test_moto_enforces_if_none_match`` checks the 412 with
+plain boto3.
 """
 
 from __future__ import annotations
@@ -19,12 +15,10 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import logging
 import multiprocessing
 import os
 import random
 import signal
-import socket
 import threading
 import time
 import uuid
@@ -41,61 +35,18 @@ from isolde.executor.log.s3_store import S3LogStore, default_s3_store, normalize
 from isolde.executor.log.store import FileStatus, LocalLogStore, store_for_path  # noqa: E402
 
 from tests.helpers.log_tables import add, create_table, schema_string  # noqa: E402
+from tests.helpers.s3_server import moto_s3  # noqa: E402
 from .test_race_and_crash import _crash_writer, _race_worker  # noqa: E402
 
 BUCKET = "isolde-test"
 SCHEMA = schema_string(id="long", p="string")
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
-               "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _atomic_put_object():
-    """Make moto's check of If-None-Match and its put one step, as on S3 (see the module doc)."""
-    from moto.s3.responses import S3Response
-
-    original = S3Response.put_object
-    lock = threading.Lock()
-
-    def put_object(self, *args, **kwargs):
-        with lock:
-            return original(self, *args, **kwargs)
-
-    S3Response.put_object = put_object
-    return lambda: setattr(S3Response, "put_object", original)
 
 
 @pytest.fixture(scope="module")
 def s3_env():
     """A moto S3 server on a free port of 127.0.0.1, the AWS environment pointing at it, a bucket."""
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    restore_put = _atomic_put_object()
-    env = {**CREDENTIALS, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
-    saved = {k: os.environ.get(k) for k in [*env, "AWS_ENDPOINT_URL_S3", "AWS_PROFILE"]}
-    for k in ("AWS_ENDPOINT_URL_S3", "AWS_PROFILE"):
-        os.environ.pop(k, None)
-    os.environ.update(env)
-    try:
-        boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1").create_bucket(Bucket=BUCKET)
+    with moto_s3(BUCKET) as env:
         yield env
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        restore_put()
-        server.stop()
 
 
 @pytest.fixture
