@@ -50,6 +50,7 @@ $(REF_STAMP): pyproject.toml
 # Sets up the reference: the environment and the Delta Lake JARs (fetched with mvn, once per machine).
 reference: $(REF_STAMP)
 	$(REF_PY) -m tests.helpers.delta_spark fetch
+	$(REF_PY) -m isolde.executor.runtime.s3a fetch
 
 test-reference: reference
 	ISOLDE_REFERENCE_REQUIRED=1 $(REF_PY) -m pytest -q -m "reference and not torture"

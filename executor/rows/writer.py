@@ -766,7 +766,7 @@ def write_files(ctx, df: DataFrame, table_path: str, metadata, *, data_change: b
     """Write ``df`` (already conformed: the table's columns in order, then the ``hidden``
     physical columns -- materialised row ids --) as new data files."""
     table_path = table_files.absolute(table_path)
-    if not max_records_per_file and not table_files.is_remote(table_path):
+    if not max_records_per_file:  # (on S3 too: written locally by pyarrow, then one PUT per file)
         from .driver_write import write_local_rows
 
         written = write_local_rows(ctx, df, table_path, metadata, data_change, hidden)

@@ -190,13 +190,14 @@ def endpoint_settings(endpoint: str, *, region: Optional[str] = None, access_key
 
 def environment_settings(env: Optional[Mapping[str, str]] = None) -> dict[str, str]:
     """``endpoint_settings`` from ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL`` (nothing when
-    neither is set: S3A then talks to AWS with its default credential chain)."""
+    neither is set: S3A then talks to AWS). Never the keys: S3A's default credential chain reads
+    ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` from the environment itself, and a key in
+    Spark's settings would be one more place a secret can be printed from."""
     env = os.environ if env is None else env
     endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
     if not endpoint:
         return {}
-    return endpoint_settings(endpoint, region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"),
-                             access_key=env.get("AWS_ACCESS_KEY_ID"), secret_key=env.get("AWS_SECRET_ACCESS_KEY"))
+    return endpoint_settings(endpoint, region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"))
 
 
 def spark_conf(user_conf: Optional[Mapping[str, str]] = None) -> dict[str, str]:

@@ -60,8 +60,9 @@ def test_endpoint_settings_for_an_s3_compatible_server():
 def test_no_endpoint_in_the_environment_leaves_s3a_to_aws():
     assert s3a.environment_settings({"AWS_ACCESS_KEY_ID": "x"}) == {}
     got = s3a.environment_settings({"AWS_ENDPOINT_URL_S3": "http://h:1", "AWS_ENDPOINT_URL": "http://other:2",
-                                    "AWS_REGION": "eu-west-1"})
+                                    "AWS_REGION": "eu-west-1", "AWS_SECRET_ACCESS_KEY": "sekrit"})
     assert got["fs.s3a.endpoint"] == "http://h:1" and got["fs.s3a.endpoint.region"] == "eu-west-1"
+    assert "sekrit" not in json.dumps(got)  # S3A's own chain reads keys from the environment
 
 
 def test_the_resolution_pom_takes_sdk_modules_not_the_bundle():
@@ -360,3 +361,93 @@ def test_streaming_from_and_into_s3a_tables(s3_session, s3_server, tmp_path):
     replay(batch, 0)
     assert replay.committed == [0] and replay.skipped == [0]
     assert _delta_rs_rows(dst, s3_server) == sorted_rows([(i,) for i in [*range(3, 10), 100, 101, 7]])
+
+
+@pytest.mark.spark
+def test_a_log_of_more_than_a_thousand_versions_on_s3(s3_session, s3_server):
+    """Past the first ListObjectsV2 page: 1,100 commits and no checkpoint make a load list the
+    whole log (two pages); after a checkpoint a load lists from ``_last_checkpoint`` on (one short
+    listing), reads the same table, and time travel below the checkpoint still works."""
+    import time as _time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from isolde.executor.catalog.warehouse import forget_log
+    from isolde.executor.log import DeltaLog
+    from isolde.executor.log.s3_store import default_s3_store
+
+    uri = _uri()
+    s = s3_session
+    s.execute(f"CREATE TABLE t (id INT) USING DELTA LOCATION '{uri}' "
+              "TBLPROPERTIES ('delta.checkpointInterval' = '100000')")
+    s.execute("INSERT INTO t VALUES (1), (2), (3)")
+    store = default_s3_store()
+
+    def commit(version: int) -> None:  # a commit holding only its commitInfo, as Delta allows
+        info = {"timestamp": int(_time.time() * 1000), "operation": "SET TBLPROPERTIES",
+                "operationParameters": {"properties": "{}"}, "readVersion": version - 1, "isBlindAppend": True}
+        store.put_if_absent(f"{uri}/_delta_log/{version:020d}.json", json.dumps({"commitInfo": info}).encode())
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(commit, range(2, 1102)))
+
+    lists = []
+    store.client.meta.events.register("before-call.s3.ListObjectsV2", lambda **kw: lists.append(kw))
+    forget_log(uri)
+    assert DeltaLog.for_table(uri).update().version == 1101
+    assert len(lists) >= 2  # no _last_checkpoint: the whole log, page after page
+    assert isolde_rows(s, "t") == [(1,), (2,), (3,)]
+    assert isolde_rows(s, "t VERSION AS OF 1050") == [(1,), (2,), (3,)]
+    s.execute("ALTER TABLE t SET TBLPROPERTIES ('delta.checkpointInterval' = '1')")   # v1102, checkpointed
+    assert s.execute("UPDATE t SET id = id * 10 WHERE id = 2").version == 1103
+    forget_log(uri)
+    lists.clear()
+    snap = DeltaLog.for_table(uri).update()
+    assert snap.version == 1103 and len(lists) <= 1   # from _last_checkpoint on: one listing at most
+    assert isolde_rows(s, "t") == [(1,), (3,), (20,)]
+    assert isolde_rows(s, "t VERSION AS OF 1101") == [(1,), (2,), (3,)]
+    assert _delta_rs_rows(uri, s3_server) == [(1,), (3,), (20,)]
+
+
+_KILLED_WRITER = """
+import sys, time, isolde
+s = isolde.connect(warehouse=sys.argv[2], master="local[1]")
+prepared = s.prepare(f"INSERT INTO delta.`{sys.argv[1]}` SELECT id FROM range(1000, 1100)")
+print("prepared", flush=True)   # its data files are in the table's prefix, its commit not yet made
+time.sleep(600)
+"""
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_writer_killed_after_writing_leaves_the_table_intact_and_vacuum_takes_its_files(
+        s3_session, s3_server, tmp_path):
+    """A writer process (its own JVM) SIGKILLed between writing its data files to S3 and
+    committing: the table loads at its last version with its rows; the files it left are
+    orphans that no version references, and VACUUM deletes exactly those."""
+    import signal
+    import subprocess
+    import sys
+
+    uri = _uri()
+    s = s3_session
+    s.execute(f"CREATE TABLE delta.`{uri}` (id BIGINT) USING DELTA")
+    s.execute(f"INSERT INTO delta.`{uri}` SELECT id FROM range(10)")
+    live = set(_keys(s3_server, uri.split(f"{BUCKET}/", 1)[1] + "/"))
+    env = dict(os.environ, ISOLDE_JVM="startup", ISOLDE_DRIVER_MEMORY="1g", SPARK_LOCAL_IP="127.0.0.1")
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, uri, str(tmp_path / "wh")], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        assert proc.stdout.readline().strip() == "prepared"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(60)
+    left = set(_keys(s3_server, uri.split(f"{BUCKET}/", 1)[1] + "/")) - live
+    assert any(k.endswith(".parquet") for k in left)   # the killed write's files are there ...
+    assert isolde_rows(s, f"delta.`{uri}`") == [(i,) for i in range(10)]   # ... and not in the table
+    assert s.execute(f"DESCRIBE HISTORY delta.`{uri}`").rows[0][0] == 1
+    s.execute("SET spark.databricks.delta.retentionDurationCheck.enabled = false")
+    s.execute(f"VACUUM delta.`{uri}` RETAIN 0 HOURS")
+    after = set(_keys(s3_server, uri.split(f"{BUCKET}/", 1)[1] + "/"))
+    assert not {k for k in left if k.endswith(".parquet")} & after   # the orphans are gone
+    assert {k for k in live if k.endswith(".parquet")} <= after      # every live file stays
+    assert isolde_rows(s, f"delta.`{uri}`") == [(i,) for i in range(10)]
