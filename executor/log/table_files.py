@@ -4,7 +4,8 @@ local disk or on S3, behind one small interface.
 The log has its own store (``store.py``: atomic commits). Data files need different verbs: walk a
 folder Spark wrote, move a file into the table, stat it, read a Parquet footer, write a deletion
 vector, delete what a failed statement left. ``LocalFiles`` does these with ``os``; ``S3Files``
-with pyarrow's S3 file system (a move is a server-side copy and a delete: S3 has no rename).
+with the S3 log store's boto3 client (one endpoint, credential chain and retry policy for commits
+and files; a move is a server-side copy and a delete: S3 has no rename).
 
 Paths are what the rest of isolde passes around: absolute local paths, or ``s3a://bucket/key``
 URIs (never ``os.path.abspath``-ed: that would turn ``s3a://b/t`` into ``<cwd>/s3a:/b/t``).
@@ -16,6 +17,7 @@ S3A (``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AW
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import threading
@@ -101,78 +103,143 @@ class LocalFiles:
         shutil.copyfile(src, dest)
 
 
+class _RangedObject(io.RawIOBase):
+    """A seekable, read-only file over one S3 object, read by ranged GETs (Parquet footers and
+    column chunks, a deletion vector at its offset): only the bytes asked for cross the network."""
+
+    def __init__(self, client, bucket: str, key: str, size: int):
+        self._client, self._bucket, self._key, self._size, self._pos = client, bucket, key, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = {0: 0, 1: self._pos, 2: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer) -> int:
+        want = min(len(buffer), self._size - self._pos)
+        if want <= 0:
+            return 0
+        end = self._pos + want - 1
+        body = self._client.get_object(Bucket=self._bucket, Key=self._key,
+                                       Range=f"bytes={self._pos}-{end}")["Body"].read()
+        buffer[: len(body)] = body
+        self._pos += len(body)
+        return len(body)
+
+
 class S3Files:
-    """pyarrow's S3 file system on the AWS environment's endpoint and credentials."""
+    """The same verbs on S3 through the boto3 client of isolde's S3 log store (one endpoint,
+    credential chain and retry policy -- botocore's standard mode retries 503 SlowDown and lost
+    connections -- for commits and table files alike)."""
 
     def __init__(self):
-        from pyarrow import fs as pafs
+        from .s3_store import default_s3_store
 
-        env = os.environ
-        endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
-        kwargs = {"region": env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
-                  "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=5)}
-        if endpoint:
-            scheme, _, host = endpoint.partition("://")
-            kwargs.update(endpoint_override=host or endpoint, scheme=scheme if host else "https")
-        if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
-            kwargs.update(access_key=env["AWS_ACCESS_KEY_ID"], secret_key=env["AWS_SECRET_ACCESS_KEY"],
-                          session_token=env.get("AWS_SESSION_TOKEN"))
-        self._pafs = pafs
-        self.fs = pafs.S3FileSystem(**kwargs)
+        store = default_s3_store()
+        self.client = store.client
+        self._not_found = store._not_found
+        self._errors = store._botocore.exceptions.ClientError
 
     @staticmethod
     def key(path: str) -> str:
-        """``s3a://bucket/a/b`` -> ``bucket/a/b`` (pyarrow's spelling)."""
+        """``s3a://bucket/a/b`` -> ``bucket/a/b``."""
         return normpath(path).split("://", 1)[1]
 
+    @staticmethod
+    def _split(path: str) -> tuple[str, str]:
+        bucket, _, key = normpath(path).split("://", 1)[1].partition("/")
+        return bucket, key
+
+    def _list(self, folder: str, delimiter: bool):
+        bucket, prefix = self._split(folder)
+        prefix = prefix + "/" if prefix else ""
+        kwargs = {"Bucket": bucket, "Prefix": prefix, **({"Delimiter": "/"} if delimiter else {})}
+        for page in self.client.get_paginator("list_objects_v2").paginate(**kwargs):
+            yield prefix, page
+
     def walk(self, folder: str) -> Iterator[FileEntry]:
-        base = self.key(folder)
-        selector = self._pafs.FileSelector(base, recursive=True, allow_not_found=True)
-        for info in sorted(self.fs.get_file_info(selector), key=lambda i: i.path):
-            if info.type != self._pafs.FileType.File:
-                continue
-            rel = info.path[len(base):].lstrip("/")
-            rel_dir, _, name = rel.rpartition("/")
-            yield FileEntry(rel_dir, name, int(info.size), int(info.mtime.timestamp() * 1000) if info.mtime else 0)
+        for prefix, page in self._list(folder, delimiter=False):
+            for obj in page.get("Contents", ()):
+                rel = obj["Key"][len(prefix):]
+                if not rel or rel.endswith("/"):  # a folder marker (S3A writes some)
+                    continue
+                rel_dir, _, name = rel.rpartition("/")
+                yield FileEntry(rel_dir, name, int(obj["Size"]), int(obj["LastModified"].timestamp() * 1000))
 
     def names(self, folder: str) -> list[str]:
-        """The names directly under ``folder`` (files and 'folders': common prefixes)."""
-        selector = self._pafs.FileSelector(self.key(folder), recursive=False, allow_not_found=True)
-        return sorted(info.base_name for info in self.fs.get_file_info(selector))
+        """The names directly under ``folder`` (objects and 'folders': common prefixes)."""
+        out = set()
+        for prefix, page in self._list(folder, delimiter=True):
+            out.update(c["Prefix"][len(prefix):].rstrip("/") for c in page.get("CommonPrefixes", ()))
+            out.update(o["Key"][len(prefix):] for o in page.get("Contents", ()))
+        return sorted(n for n in out if n)
 
-    def move(self, src: str, dest: str) -> None:
-        self.fs.move(self.key(src), self.key(dest))
+    def _head(self, path: str) -> dict:
+        bucket, key = self._split(path)
+        try:
+            return self.client.head_object(Bucket=bucket, Key=key)
+        except self._errors as e:
+            if self._not_found(e):
+                raise FileNotFoundError(path) from e
+            raise
 
     def stat(self, path: str) -> tuple[int, int]:
-        info = self.fs.get_file_info(self.key(path))
-        if info.type == self._pafs.FileType.NotFound:
-            raise FileNotFoundError(path)
-        return int(info.size), int(info.mtime.timestamp() * 1000) if info.mtime else 0
-
-    def open_input(self, path: str):
-        return self.fs.open_input_file(self.key(path))
-
-    def read_bytes(self, path: str) -> bytes:
-        with self.fs.open_input_stream(self.key(path)) as fh:
-            return fh.read()
-
-    def write_bytes(self, path: str, data: bytes) -> None:
-        with self.fs.open_output_stream(self.key(path)) as fh:
-            fh.write(data)
-
-    def copy(self, src: str, dest: str) -> None:
-        self.fs.copy_file(self.key(src), self.key(dest))  # a server-side CopyObject
+        head = self._head(path)
+        return int(head["ContentLength"]), int(head["LastModified"].timestamp() * 1000)
 
     def exists(self, path: str) -> bool:
-        return self.fs.get_file_info(self.key(path)).type != self._pafs.FileType.NotFound
+        try:
+            self._head(path)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def open_input(self, path: str):
+        bucket, key = self._split(path)
+        size, _ = self.stat(path)
+        return io.BufferedReader(_RangedObject(self.client, bucket, key, size), buffer_size=1 << 20)
+
+    def read_bytes(self, path: str) -> bytes:
+        bucket, key = self._split(path)
+        try:
+            return self.client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        except self._errors as e:
+            if self._not_found(e):
+                raise FileNotFoundError(path) from e
+            raise
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        bucket, key = self._split(path)
+        self.client.put_object(Bucket=bucket, Key=key, Body=data)  # one PUT: the object appears whole
+
+    def copy(self, src: str, dest: str) -> None:
+        (sb, sk), (db, dk) = self._split(src), self._split(dest)
+        self.client.copy({"Bucket": sb, "Key": sk}, db, dk)  # server-side (multipart past 8 MB)
+
+    def move(self, src: str, dest: str) -> None:
+        self.copy(src, dest)
+        self.delete(src)
 
     def delete(self, path: str) -> None:
-        key = self.key(path)
-        kind = self.fs.get_file_info(key).type
-        if kind == self._pafs.FileType.Directory:
-            self.fs.delete_dir(key)
-        elif kind == self._pafs.FileType.File:
-            self.fs.delete_file(key)
+        """Delete an object, or every object under ``path/`` (a 'folder')."""
+        bucket, key = self._split(path)
+        keys = [key] if key else []
+        keys += [f"{key}/{e.rel_dir + '/' if e.rel_dir else ''}{e.name}".lstrip("/") for e in self.walk(path)]
+        for start in range(0, len(keys), 1000):  # DeleteObjects takes 1,000 keys a call
+            batch = [{"Key": k} for k in keys[start:start + 1000]]
+            failed = self.client.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True}).get("Errors")
+            if failed:
+                raise OSError(f"S3 refused to delete {len(failed)} object(s) under {path}, "
+                              f"such as {failed[0].get('Key')}: {failed[0].get('Code')} {failed[0].get('Message')}")
 
 
 LOCAL = LocalFiles()
@@ -206,7 +273,7 @@ def parquet_file(path: str):
 
     if not is_remote(path):
         return pq.ParquetFile(path)
-    return pq.ParquetFile(files_for(path).open_input(path))
+    return pq.ParquetFile(files_for(path).open_input(path))  # (the footer is read here)
 
 
 def read_parquet(path: str, **options):
@@ -215,8 +282,8 @@ def read_parquet(path: str, **options):
 
     if not is_remote(path):
         return pq.read_table(path, **options)
-    files = files_for(path)
-    return pq.read_table(files.key(path), filesystem=files.fs, **options)
+    with files_for(path).open_input(path) as fh:
+        return pq.read_table(fh, **options)
 
 
 def exists(path: str) -> bool:

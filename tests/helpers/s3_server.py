@@ -110,3 +110,99 @@ def moto_s3(*buckets: str):
 
 if __name__ == "__main__":
     serve(int(sys.argv[1]))
+
+
+class FaultProxy:
+    """An HTTP proxy on 127.0.0.1 in front of an S3 server that misbehaves on purpose:
+
+    - ``throttle_every``: every n-th request is answered ``503 SlowDown`` without reaching the
+      server (S3's throttling answer, which clients retry with back-off) -- isolde's own clients'
+      requests (boto3) only: Spark's S3A (the AWS Java SDK) passes untouched, since its throttling
+      policy is Hadoop's (it backed off for minutes per statement through this proxy);
+    - ``lose_commit``: the first conditional PUT of a ``_delta_log/*.json`` commit is applied by
+      the server, and then its answer is lost (the connection closed without a response), as when
+      a connection resets after S3 did the write.
+
+    ``counts`` says what it did ({"requests", "throttled", "lost"}). Run with ``start()`` /
+    ``stop()``; ``endpoint`` is its URL.
+    """
+
+    def __init__(self, target: str, *, throttle_every: int = 0, lose_commit: bool = False):
+        import http.client
+        import http.server
+        import socketserver
+        from urllib.parse import urlparse
+
+        parsed = urlparse(target)
+        proxy = self
+        self.counts = {"requests": 0, "throttled": 0, "lost": 0}
+        self._lock = threading.Lock()
+        self._lose = lose_commit
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _handle(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                with proxy._lock:
+                    proxy.counts["requests"] += 1
+                    n = proxy.counts["requests"]
+                    java = "aws-sdk-java" in (self.headers.get("User-Agent") or "")
+                    throttle = throttle_every and not java and n % throttle_every == 0
+                    lose = (proxy._lose and self.command == "PUT" and "/_delta_log/" in self.path
+                            and self.path.split("?")[0].endswith(".json") and self.headers.get("If-None-Match"))
+                    if throttle:
+                        proxy.counts["throttled"] += 1
+                    if lose:
+                        proxy._lose = False
+                        proxy.counts["lost"] += 1
+                if throttle:
+                    text = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+                            b'<Message>Please reduce your request rate.</Message></Error>')
+                    self.send_response(503)
+                    self.send_header("Content-Type", "application/xml")
+                    self.send_header("Content-Length", str(len(text)))
+                    self.end_headers()
+                    self.wfile.write(text)
+                    return
+                conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=60)
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
+                conn.request(self.command, self.path, body=body, headers=headers)
+                answer = conn.getresponse()
+                data = answer.read()
+                conn.close()
+                if lose:  # the server did it; the client never hears
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                self.send_response(answer.status)
+                for key, value in answer.getheaders():
+                    if key.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(key, value)
+                # (a HEAD's Content-Length is the object's size, not the empty body's)
+                length = answer.getheader("Content-Length") if self.command == "HEAD" else None
+                self.send_header("Content-Length", length or str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
+
+        class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self._server = Server(("127.0.0.1", free_port()), Handler)
+        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> "FaultProxy":
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
