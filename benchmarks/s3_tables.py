@@ -15,7 +15,9 @@ Printed:
 - 4 writers appending one-row INSERTs for --seconds: commits/s and lost races (isolde: 4
   threads of one process sharing its Spark session; delta-rs: 4 threads);
 - UPDATE of 1% of a --rows table (ids spread over every file) with deletion vectors: on S3 and
-  on the local disk (median of --rounds), and delta-rs's copy-on-write UPDATE on S3 as the peer.
+  on the local disk (median of --rounds), and delta-rs's copy-on-write UPDATE on S3 as the peer;
+- loading the latest version of a 10- and a 2,000-version log, without and with a checkpoint:
+  time and LIST calls, against delta-rs.
 Run it alone: no test suite or other benchmark beside it.
 """
 
@@ -108,6 +110,53 @@ def build_rows(s, ref: str, rows: int, files: int) -> None:
         s.execute(f"INSERT INTO {ref} SELECT id * {files} + {f} AS id, rand() AS v FROM range({per})")
 
 
+def log_load(s, base: str, options: dict, versions: tuple = (10, 2000), rounds: int = 5) -> None:
+    """Loading the latest version of a one-file table with ``versions`` commits on S3: isolde's
+    DeltaLog (fresh each round; LIST calls counted) against delta-rs's DeltaTable, without a
+    checkpoint and with one at the latest version."""
+    import json as _json
+    from concurrent.futures import ThreadPoolExecutor
+
+    from deltalake import DeltaTable
+
+    from isolde.executor.log import DeltaLog
+    from isolde.executor.log.s3_store import default_s3_store
+
+    store = default_s3_store()
+    lists = []
+    store.client.meta.events.register("before-call.s3.ListObjectsV2", lambda **kw: lists.append(1))
+    print(f"loading the latest version on S3 (median of {rounds}; LIST calls by isolde)")
+    for n in versions:
+        uri = f"{base}/log-{n}"
+        s.execute(f"CREATE TABLE delta.`{uri}` (id INT) USING DELTA TBLPROPERTIES ('delta.checkpointInterval' = "
+                  "'1000000')")
+        s.execute(f"INSERT INTO delta.`{uri}` VALUES (1)")
+
+        def commit(v):
+            info = {"timestamp": int(time.time() * 1000), "operation": "SET TBLPROPERTIES",
+                    "operationParameters": {"properties": "{}"}, "readVersion": v - 1, "isBlindAppend": True}
+            store.put_if_absent(f"{uri}/_delta_log/{v:020d}.json", _json.dumps({"commitInfo": info}).encode())
+
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(commit, range(2, n + 1)))
+        for label in ("no checkpoint", "checkpoint"):
+            if label == "checkpoint":
+                DeltaLog.for_table(uri).checkpoint()
+            mine, theirs, calls = [], [], []
+            for _ in range(rounds):
+                lists.clear()
+                t = time.perf_counter()
+                assert DeltaLog.for_table(uri).update().version == n
+                mine.append(time.perf_counter() - t)
+                calls.append(len(lists))
+                t = time.perf_counter()
+                assert DeltaTable(uri.replace("s3a://", "s3://"), storage_options=options).version() == n
+                theirs.append(time.perf_counter() - t)
+            print(f"  {n:>6} versions, {label:<13}  isolde {statistics.median(mine) * 1000:7.1f} ms "
+                  f"({max(calls)} LIST)  delta-rs {statistics.median(theirs) * 1000:7.1f} ms  "
+                  f"ratio {statistics.median(mine) / statistics.median(theirs):.2f}x")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=40)
@@ -188,6 +237,7 @@ def main() -> int:
         print(f"  delta-rs, copy-on-write, S3           {timings['delta-rs S3']:6.2f} s")
         print(f"  ratio S3 / local disk: {timings['S3'] / timings['local disk']:.2f}x; "
               f"isolde / delta-rs on S3: {timings['S3'] / timings['delta-rs S3']:.2f}x")
+        log_load(s, base, options, (10, 200) if args.quick else (10, 2000))
         s.close()
     return 0
 
