@@ -16,14 +16,23 @@ Printed:
   threads of one process sharing its Spark session; delta-rs: 4 threads);
 - UPDATE of 1% of a --rows table (ids spread over every file) with deletion vectors: on S3 and
   on the local disk (median of --rounds), and delta-rs's copy-on-write UPDATE on S3 as the peer;
-- loading the latest version of a 10- and a 2,000-version log, without and with a checkpoint:
-  time and LIST calls, against delta-rs.
+- loading the latest version of a log of --log-versions commits (10, 2,000 and 100,000 by
+  default), on S3 and on the local disk, without a checkpoint (the whole log listed and every
+  commit replayed) and with one at the latest version: isolde's DeltaLog (a fresh one each round;
+  its LIST calls counted on S3) against delta-rs's DeltaTable, median of min(--rounds, 5) rounds
+  (3 from 10,000 versions). The commits are written straight into the log (a commitInfo each:
+  on S3 conditional PUTs from 32 threads, on the disk plain file writes); the time that takes is
+  printed too. ``--log-only`` runs this part alone:
+
+    .venv/bin/python benchmarks/s3_tables.py --log-only --log-versions 10,2000
+
 Run it alone: no test suite or other benchmark beside it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -31,6 +40,7 @@ import tempfile
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -110,51 +120,154 @@ def build_rows(s, ref: str, rows: int, files: int) -> None:
         s.execute(f"INSERT INTO {ref} SELECT id * {files} + {f} AS id, rand() AS v FROM range({per})")
 
 
-def log_load(s, base: str, options: dict, versions: tuple = (10, 2000), rounds: int = 5) -> None:
-    """Loading the latest version of a one-file table with ``versions`` commits on S3: isolde's
-    DeltaLog (fresh each round; LIST calls counted) against delta-rs's DeltaTable, without a
-    checkpoint and with one at the latest version."""
-    import json as _json
-    from concurrent.futures import ThreadPoolExecutor
+def commit_json(version: int) -> bytes:
+    info = {"timestamp": int(time.time() * 1000), "operation": "SET TBLPROPERTIES",
+            "operationParameters": {"properties": "{}"}, "readVersion": version - 1, "isBlindAppend": True}
+    return json.dumps({"commitInfo": info}).encode()
 
+
+def write_commits(uri: str, n: int, threads: int = 32) -> float:
+    """Commits 2..n written straight into the log of the table at ``uri`` (conditional PUTs from
+    ``threads`` threads on S3, plain file writes on a local disk); the seconds it took."""
+    t = time.perf_counter()
+    if uri.startswith("s3a://"):
+        import boto3
+        from botocore.config import Config
+
+        from isolde.executor.log.s3_store import S3LogStore
+
+        config = Config(max_pool_connections=threads, s3={"addressing_style": "path"})  # a connection a thread
+        store = S3LogStore(boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"], config=config))
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(lambda v: store.put_if_absent(f"{uri}/_delta_log/{v:020d}.json", commit_json(v)),
+                          range(2, n + 1)))
+    else:
+        for v in range(2, n + 1):
+            with open(os.path.join(uri, "_delta_log", f"{v:020d}.json"), "xb") as f:
+                f.write(commit_json(v))
+    return time.perf_counter() - t
+
+
+def checkpoint_from_version_1(uri: str, n: int) -> None:
+    """The checkpoint of version ``n`` without replaying the log: versions 2..n carry only
+    commitInfo, so the table's state at ``n`` is its state at version 1 (a replay of 100,000
+    commits on S3 takes ~10 minutes, one GET each)."""
+    from isolde.executor.log import DeltaLog
+    from isolde.executor.log.checkpoint import checkpoint_bytes, checkpoint_name, checkpoint_table
+
+    log = DeltaLog.for_table(uri)
+    snap = log.snapshot(1)
+    table = checkpoint_table(snap.protocol, snap.metadata, snap.set_transactions.values(),
+                             snap.domain_metadata.values(), snap.all_files, [])
+    body = checkpoint_bytes(table)
+    log.store.write(f"{log.log_path}/{checkpoint_name(n)}", body)
+    last = {"version": n, "size": table.num_rows, "sizeInBytes": len(body), "numOfAddFiles": snap.num_files}
+    log.store.write(f"{log.log_path}/_last_checkpoint", json.dumps(last).encode())
+
+
+def log_load(s, base: str, wh: str, options: dict, versions, rounds: int, replay_max: int = 20_000) -> None:
+    """Loading the latest version of a one-file table with ``versions`` commits, on S3 and on the
+    local disk: isolde's DeltaLog (fresh each round; LIST calls counted on S3) against delta-rs's
+    DeltaTable, without a checkpoint and with one at the latest version."""
     from deltalake import DeltaTable
 
     from isolde.executor.log import DeltaLog
     from isolde.executor.log.s3_store import default_s3_store
 
-    store = default_s3_store()
     lists = []
-    store.client.meta.events.register("before-call.s3.ListObjectsV2", lambda **kw: lists.append(1))
-    print(f"loading the latest version on S3 (median of {rounds}; LIST calls by isolde)")
-    for n in versions:
-        uri = f"{base}/log-{n}"
-        s.execute(f"CREATE TABLE delta.`{uri}` (id INT) USING DELTA TBLPROPERTIES ('delta.checkpointInterval' = "
-                  "'1000000')")
-        s.execute(f"INSERT INTO delta.`{uri}` VALUES (1)")
+    default_s3_store().client.meta.events.register("before-call.s3.ListObjectsV2", lambda **kw: lists.append(1))
+    print(f"loading the latest version (median of {rounds} rounds, {min(rounds, 3)} from 10,000 versions; "
+          "LIST calls by isolde)")
+    for where, root in (("S3", base), ("local disk", f"{wh}/logs")):
+        for n in versions:
+            uri = f"{root}/log-{n}"
+            s.execute(f"CREATE TABLE delta.`{uri}` (id INT) USING DELTA TBLPROPERTIES ('delta.checkpointInterval' = "
+                      "'1000000')")
+            s.execute(f"INSERT INTO delta.`{uri}` VALUES (1)")
+            took = write_commits(uri, n)
+            print(f"  {where:<10} {n:>7,} versions: commits written in {took:.1f} s ({(n - 1) / took:,.0f}/s)")
+            rs_uri, rs_options = (uri.replace("s3a://", "s3://"), options) if where == "S3" else (uri, None)
+            runs = min(rounds, 3) if n >= 10_000 else rounds
+            for label in ("no checkpoint", "checkpoint"):
+                if label == "no checkpoint" and where == "S3" and n > replay_max:
+                    print(f"  {where:<10} {n:>7,} versions, no checkpoint  not measured: a replay of every commit, "
+                          "one GET each (~5.8 ms per commit for isolde, ~8.2 ms for delta-rs at 20,000)")
+                    checkpoint_from_version_1(uri, n)
+                    continue
+                mine, theirs, calls = [], [], []
+                for _ in range(runs):
+                    lists.clear()
+                    t = time.perf_counter()
+                    log = DeltaLog.for_table(uri)
+                    assert log.update().version == n
+                    mine.append(time.perf_counter() - t)
+                    calls.append(len(lists))
+                    t = time.perf_counter()
+                    assert DeltaTable(rs_uri, storage_options=rs_options).version() == n
+                    theirs.append(time.perf_counter() - t)
+                listed = f"{max(calls):>3}" if where == "S3" else "  -"
+                print(f"  {where:<10} {n:>7,} versions, {label:<13}  isolde {statistics.median(mine) * 1000:8.1f} ms "
+                      f"({listed} LIST)  delta-rs {statistics.median(theirs) * 1000:8.1f} ms  "
+                      f"ratio {statistics.median(mine) / statistics.median(theirs):.2f}x", flush=True)
+                if label == "no checkpoint":
+                    log.checkpoint()  # at version n, by the last round's log (its snapshot loaded)
 
-        def commit(v):
-            info = {"timestamp": int(time.time() * 1000), "operation": "SET TBLPROPERTIES",
-                    "operationParameters": {"properties": "{}"}, "readVersion": v - 1, "isBlindAppend": True}
-            store.put_if_absent(f"{uri}/_delta_log/{v:020d}.json", _json.dumps({"commitInfo": info}).encode())
 
-        with ThreadPoolExecutor(16) as pool:
-            list(pool.map(commit, range(2, n + 1)))
-        for label in ("no checkpoint", "checkpoint"):
-            if label == "checkpoint":
-                DeltaLog.for_table(uri).checkpoint()
-            mine, theirs, calls = [], [], []
-            for _ in range(rounds):
-                lists.clear()
-                t = time.perf_counter()
-                assert DeltaLog.for_table(uri).update().version == n
-                mine.append(time.perf_counter() - t)
-                calls.append(len(lists))
-                t = time.perf_counter()
-                assert DeltaTable(uri.replace("s3a://", "s3://"), storage_options=options).version() == n
-                theirs.append(time.perf_counter() - t)
-            print(f"  {n:>6} versions, {label:<13}  isolde {statistics.median(mine) * 1000:7.1f} ms "
-                  f"({max(calls)} LIST)  delta-rs {statistics.median(theirs) * 1000:7.1f} ms  "
-                  f"ratio {statistics.median(mine) / statistics.median(theirs):.2f}x")
+def commits_and_update(s, base: str, wh: str, options: dict, args) -> None:
+    """The INSERT latency, the concurrent writers and the UPDATE parts (see the module docstring)."""
+    mine = isolde_latency(s, f"{base}/lat-isolde", args.rounds)
+    theirs = delta_rs_latency(f"{base}/lat-deltars", options, args.rounds)
+    print(f"one-row INSERT commit latency on S3 ({args.rounds} rounds; moto on 127.0.0.1)")
+    print(f"  isolde    p50 {pct(mine, .5) * 1000:7.1f} ms  p99 {pct(mine, .99) * 1000:7.1f} ms")
+    print(f"  delta-rs  p50 {pct(theirs, .5) * 1000:7.1f} ms  p99 {pct(theirs, .99) * 1000:7.1f} ms")
+    print(f"  ratio isolde / delta-rs (p50): {pct(mine, .5) / pct(theirs, .5):.2f}x")
+
+    s.execute(f"CREATE TABLE app (id BIGINT, w INT) USING DELTA LOCATION '{base}/app-isolde'")
+    ok_i, err_i = race(lambda n, i: s.execute(f"INSERT INTO app VALUES ({i}, {n})"), args.writers, args.seconds)
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    rs_uri = f"{base}/app-deltars".replace("s3a://", "s3://")
+    write_deltalake(rs_uri, pa.table({"id": [0], "w": [0]}), mode="append", storage_options=options)
+    ok_r, err_r = race(lambda n, i: write_deltalake(rs_uri, pa.table({"id": [i], "w": [n]}), mode="append",
+                                                    storage_options=options), args.writers, args.seconds)
+    rows_i = s.execute("SELECT count(*) FROM app").rows[0][0]
+    rows_r = DeltaTable(rs_uri, storage_options=options).to_pyarrow_table().num_rows - 1
+    print(f"{args.writers} writers appending one-row INSERTs for {args.seconds:g} s")
+    print(f"  isolde    {ok_i / args.seconds:6.2f} commits/s  errors {err_i}  rows {rows_i} (= commits: "
+          f"{rows_i == ok_i})")
+    print(f"  delta-rs  {ok_r / args.seconds:6.2f} commits/s  errors {err_r}  rows {rows_r} (= commits: "
+          f"{rows_r == ok_r})")
+    print(f"  ratio isolde / delta-rs: {(ok_i / max(ok_r, 1)):.2f}x")
+
+    timings = {}
+    for where, ref in (("S3", f"delta.`{base}/dml`"), ("local disk", f"delta.`{wh}/dml-local`")):
+        build_rows(s, ref, args.rows, args.files)
+        runs = []
+        for r in range(args.dml_rounds):
+            t = time.perf_counter()
+            s.execute(f"UPDATE {ref} SET v = v + 1 WHERE id % 100 = {r}")
+            runs.append(time.perf_counter() - t)
+        timings[where] = statistics.median(runs)
+    dml_rs = f"{base}/dml-deltars".replace("s3a://", "s3://")
+    per = args.rows // args.files
+    for f in range(args.files):  # the same shape: --files files, ids spread over all of them
+        ids = pa.array(range(f, per * args.files, args.files), pa.int64())
+        write_deltalake(dml_rs, pa.table({"id": ids, "v": pa.array([0.5] * len(ids))}), mode="append",
+                        storage_options=options)
+    runs = []
+    for r in range(args.dml_rounds):
+        t = time.perf_counter()
+        DeltaTable(dml_rs, storage_options=options).update(predicate=f"id % 100 = {r}",
+                                                           updates={"v": "v + 1"})
+        runs.append(time.perf_counter() - t)
+    timings["delta-rs S3"] = statistics.median(runs)
+    print(f"UPDATE of 1% of {args.rows:,} rows in {args.files} files (median of {args.dml_rounds})")
+    print(f"  isolde, deletion vectors, S3          {timings['S3']:6.2f} s")
+    print(f"  isolde, deletion vectors, local disk  {timings['local disk']:6.2f} s")
+    print(f"  delta-rs, copy-on-write, S3           {timings['delta-rs S3']:6.2f} s")
+    print(f"  ratio S3 / local disk: {timings['S3'] / timings['local disk']:.2f}x; "
+          f"isolde / delta-rs on S3: {timings['S3'] / timings['delta-rs S3']:.2f}x")
 
 
 def main() -> int:
@@ -166,9 +279,15 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=4)
     ap.add_argument("--dml-rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--log-only", action="store_true", help="only the log loads")
+    ap.add_argument("--log-versions", help="log lengths to load, comma-separated (default 10,2000,100000)")
+    ap.add_argument("--replay-max", type=int, default=20_000,
+                    help="on S3, longer logs are loaded only from a checkpoint (a full replay takes minutes)")
     args = ap.parse_args()
     if args.quick:
         args.rounds, args.seconds, args.rows, args.dml_rounds = 5, 3, 20_000, 1
+    default_versions = "10,200" if args.quick else "10,2000,100000"
+    args.log_versions = [int(n) for n in (args.log_versions or default_versions).split(",")]
 
     from tests.helpers.s3_server import moto_s3
 
@@ -184,60 +303,9 @@ def main() -> int:
         options = delta_rs_options(env)
         base = f"s3a://{BUCKET}/{uuid.uuid4().hex[:8]}"
 
-        mine = isolde_latency(s, f"{base}/lat-isolde", args.rounds)
-        theirs = delta_rs_latency(f"{base}/lat-deltars", options, args.rounds)
-        print(f"one-row INSERT commit latency on S3 ({args.rounds} rounds; moto on 127.0.0.1)")
-        print(f"  isolde    p50 {pct(mine, .5) * 1000:7.1f} ms  p99 {pct(mine, .99) * 1000:7.1f} ms")
-        print(f"  delta-rs  p50 {pct(theirs, .5) * 1000:7.1f} ms  p99 {pct(theirs, .99) * 1000:7.1f} ms")
-        print(f"  ratio isolde / delta-rs (p50): {pct(mine, .5) / pct(theirs, .5):.2f}x")
-
-        s.execute(f"CREATE TABLE app (id BIGINT, w INT) USING DELTA LOCATION '{base}/app-isolde'")
-        ok_i, err_i = race(lambda n, i: s.execute(f"INSERT INTO app VALUES ({i}, {n})"), args.writers, args.seconds)
-        import pyarrow as pa
-        from deltalake import DeltaTable, write_deltalake
-
-        rs_uri = f"{base}/app-deltars".replace("s3a://", "s3://")
-        write_deltalake(rs_uri, pa.table({"id": [0], "w": [0]}), mode="append", storage_options=options)
-        ok_r, err_r = race(lambda n, i: write_deltalake(rs_uri, pa.table({"id": [i], "w": [n]}), mode="append",
-                                                        storage_options=options), args.writers, args.seconds)
-        rows_i = s.execute("SELECT count(*) FROM app").rows[0][0]
-        rows_r = DeltaTable(rs_uri, storage_options=options).to_pyarrow_table().num_rows - 1
-        print(f"{args.writers} writers appending one-row INSERTs for {args.seconds:g} s")
-        print(f"  isolde    {ok_i / args.seconds:6.2f} commits/s  errors {err_i}  rows {rows_i} (= commits: "
-              f"{rows_i == ok_i})")
-        print(f"  delta-rs  {ok_r / args.seconds:6.2f} commits/s  errors {err_r}  rows {rows_r} (= commits: "
-              f"{rows_r == ok_r})")
-        print(f"  ratio isolde / delta-rs: {(ok_i / max(ok_r, 1)):.2f}x")
-
-        timings = {}
-        for where, ref in (("S3", f"delta.`{base}/dml`"), ("local disk", f"delta.`{wh}/dml-local`")):
-            build_rows(s, ref, args.rows, args.files)
-            runs = []
-            for r in range(args.dml_rounds):
-                t = time.perf_counter()
-                s.execute(f"UPDATE {ref} SET v = v + 1 WHERE id % 100 = {r}")
-                runs.append(time.perf_counter() - t)
-            timings[where] = statistics.median(runs)
-        dml_rs = f"{base}/dml-deltars".replace("s3a://", "s3://")
-        per = args.rows // args.files
-        for f in range(args.files):  # the same shape: --files files, ids spread over all of them
-            ids = pa.array(range(f, per * args.files, args.files), pa.int64())
-            write_deltalake(dml_rs, pa.table({"id": ids, "v": pa.array([0.5] * len(ids))}), mode="append",
-                            storage_options=options)
-        runs = []
-        for r in range(args.dml_rounds):
-            t = time.perf_counter()
-            DeltaTable(dml_rs, storage_options=options).update(predicate=f"id % 100 = {r}",
-                                                               updates={"v": "v + 1"})
-            runs.append(time.perf_counter() - t)
-        timings["delta-rs S3"] = statistics.median(runs)
-        print(f"UPDATE of 1% of {args.rows:,} rows in {args.files} files (median of {args.dml_rounds})")
-        print(f"  isolde, deletion vectors, S3          {timings['S3']:6.2f} s")
-        print(f"  isolde, deletion vectors, local disk  {timings['local disk']:6.2f} s")
-        print(f"  delta-rs, copy-on-write, S3           {timings['delta-rs S3']:6.2f} s")
-        print(f"  ratio S3 / local disk: {timings['S3'] / timings['local disk']:.2f}x; "
-              f"isolde / delta-rs on S3: {timings['S3'] / timings['delta-rs S3']:.2f}x")
-        log_load(s, base, options, (10, 200) if args.quick else (10, 2000))
+        if not args.log_only:
+            commits_and_update(s, base, wh, options, args)
+        log_load(s, base, wh, options, args.log_versions, min(args.rounds, 5), args.replay_max)
         s.close()
     return 0
 

@@ -570,6 +570,28 @@ class ResetConfig(Statement):
 
 
 @dataclass(frozen=True)
+class BeginTransaction(Statement):
+    """``BEGIN [TRANSACTION]``: later statements commit together at COMMIT."""
+
+
+@dataclass(frozen=True)
+class CommitTransaction(Statement):
+    """``COMMIT [TRANSACTION]``."""
+
+
+@dataclass(frozen=True)
+class RollbackTransaction(Statement):
+    """``ROLLBACK [TRANSACTION]``."""
+
+
+@dataclass(frozen=True)
+class AtomicBlock(Statement):
+    """``BEGIN ATOMIC <statements> END``: all of them commit at END, or none."""
+
+    statements: tuple = ()
+
+
+@dataclass(frozen=True)
 class Explain(Statement):
     statement: Statement
     mode: Optional[str] = None  # EXTENDED | FORMATTED | ... (kept as written, upper-cased)

@@ -18,6 +18,7 @@ input, the offending token, the expected tokens in words and a caret excerpt.
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 from lark import Lark
@@ -27,11 +28,11 @@ from lark.parsers.lalr_analysis import Shift
 
 from isolde.errors import ParseError
 
-from .ast import Select, Statement
+from .ast import AtomicBlock, Select, Statement
 from . import typos
 from .lexer import _with_before_write, QUERY_START, QUERY_WORDS, SLOTS, SqlLexer, SqlLexerError, Tok, shifts
-from .slots import construct, error_at, query
-from .splitter import StatementText, split_statements
+from .slots import construct, error_at, query, span_at
+from .splitter import ATOMIC_HEAD, StatementText, split_statements
 from .transformer import BUILDER, callbacks
 
 GRAMMAR = Path(__file__).with_name("isolde.lark")
@@ -101,6 +102,7 @@ def _words() -> dict[str, str]:
 #: and ~200 MB at worst; the 10 MB of an unchecked statement were ~60 s and 2 GB.
 #: Change it here for the process, or per call with ``parse(..., max_statement_bytes=)``.
 MAX_STATEMENT_BYTES = 1 << 20
+_TRANSACTION_CONTROL = re.compile(r"(BEGIN|COMMIT|ROLLBACK|START\s+TRANSACTION)\b", re.I)
 
 
 def parse(sql: str, *, max_statement_bytes: int | None = None) -> list[Statement]:
@@ -112,22 +114,50 @@ def parse(sql: str, *, max_statement_bytes: int | None = None) -> list[Statement
     BUILDER.text = sql
     statements = []
     for piece in _pieces(sql):
-        end = piece.start + len(piece.text)
         if len(piece.text) * 4 > limit:  # a UTF-8 character is at most 4 bytes
             _check_size(sql, piece, limit)
-        try:
-            if QUERY_START.match(sql, piece.start, end) and not _with_before_write(sql, piece.start, end):
-                # a query is one slot: skip lark
-                statements.append(_select(sql, piece, end))
-                continue
-            statements.append(run(sql, piece.start, end).value)
-        except UnexpectedInput as e:
-            raise _at_statement(_syntax_error(sql, e, end), piece) from None
-        except ParseError as e:
-            raise _at_statement(e, piece)
-        except Exception as e:  # a bug; still only ParseError leaves parse()
-            raise _at_statement(error_at(sql, piece.start, f"cannot build the statement: {e!r}"), piece) from e
+        if ATOMIC_HEAD.match(piece.text):
+            statements.append(_atomic_block(sql, piece, run))
+        else:
+            statements.append(_statement(sql, piece, run))
     return statements
+
+
+def _statement(sql: str, piece: StatementText, run) -> Statement:
+    end = piece.start + len(piece.text)
+    try:
+        if QUERY_START.match(sql, piece.start, end) and not _with_before_write(sql, piece.start, end):
+            return _select(sql, piece, end)  # a query is one slot: skip lark
+        return run(sql, piece.start, end).value
+    except UnexpectedInput as e:
+        raise _at_statement(_syntax_error(sql, e, end), piece) from None
+    except ParseError as e:
+        raise _at_statement(e, piece)
+    except Exception as e:  # a bug; still only ParseError leaves parse()
+        raise _at_statement(error_at(sql, piece.start, f"cannot build the statement: {e!r}"), piece) from e
+
+
+def _atomic_block(sql: str, piece: StatementText, run) -> AtomicBlock:
+    """``BEGIN ATOMIC s1; s2; ... END``: the statements between, parsed as any others."""
+    head = ATOMIC_HEAD.match(piece.text)
+    body_start = piece.start + head.end()
+    tail = re.search(r"(?:^|;)\s*END\Z", piece.text[head.end():], re.I)
+    if tail is None:
+        raise _at_statement(error_at(sql, piece.start, "BEGIN ATOMIC has no END: close the block with END;",
+                                     piece.text[:head.end()], error_class="ATOMIC_BLOCK_WITHOUT_END",
+                                     sqlstate="42601"), piece)
+    body = sql[body_start:body_start + tail.start()]
+    inner = []
+    for p in split_statements(body):
+        start = body_start + p.start
+        inner_piece = StatementText(p.text, start, piece.line + sql.count("\n", piece.start, start))
+        if ATOMIC_HEAD.match(p.text) or _TRANSACTION_CONTROL.match(p.text):
+            raise _at_statement(error_at(sql, start, f"{p.text.split()[0].upper()} cannot appear inside BEGIN "
+                                         "ATOMIC ... END: the block is one transaction already", p.text.split()[0],
+                                         error_class="NESTED_TRANSACTION", sqlstate="25001"), inner_piece)
+        inner.append(_statement(sql, inner_piece, run))
+    span = span_at(sql, piece.start, piece.start + len(piece.text))
+    return construct(AtomicBlock, {"statements": tuple(inner), "text": piece.text, "span": span})
 
 
 def _check_size(sql: str, piece: StatementText, limit: int) -> None:

@@ -34,9 +34,47 @@ class StatementText:
     line: int  # 1-based line of text[0]
 
 
+#: the head of a ``BEGIN ATOMIC ... END`` block, and its last piece (``END`` alone)
+ATOMIC_HEAD = re.compile(r"BEGIN\s+ATOMIC\b", re.I)
+ATOMIC_EMPTY = re.compile(r"BEGIN\s+ATOMIC\s+END\Z", re.I)
+_ATOMIC_END = re.compile(r"END\Z", re.I)
+
+
 def split_statements(text: str) -> list[StatementText]:
     """Statements of ``text`` separated by ``;`` outside quotes and comments; blank or
-    comment-only pieces are dropped."""
+    comment-only pieces are dropped. A ``BEGIN ATOMIC ... END`` block is one piece, its
+    inner ``;`` included (an unterminated block runs to the end of the text)."""
+    return _join_atomic_blocks(text, _split(text))
+
+
+def _join_atomic_blocks(text: str, pieces: list[StatementText]) -> list[StatementText]:
+    out: list[StatementText] = []
+    block: StatementText | None = None
+    for piece in pieces:
+        if block is not None:
+            block = StatementText(text[block.start:piece.start + len(piece.text)], block.start, block.line)
+            if _ATOMIC_END.match(piece.text):
+                out.append(block)
+                block = None
+            continue
+        if ATOMIC_HEAD.match(piece.text) and not ATOMIC_EMPTY.match(piece.text):
+            block = piece
+            continue
+        out.append(piece)
+    if block is not None:
+        out.append(block)
+    return out
+
+
+def in_open_atomic_block(text: str) -> bool:
+    """True when ``text`` ends inside a ``BEGIN ATOMIC`` block that has no ``END`` yet."""
+    pieces = split_statements(text)
+    if not pieces or not ATOMIC_HEAD.match(pieces[-1].text):
+        return False
+    return not (ATOMIC_EMPTY.match(pieces[-1].text) or re.search(r";\s*END\Z", pieces[-1].text, re.I))
+
+
+def _split(text: str) -> list[StatementText]:
     out = []
     first = last = -1
     line, counted = 1, 0  # newlines are counted from the previous statement (linear time)
@@ -67,4 +105,4 @@ def is_complete(text: str) -> bool:
     for m in _SCAN.finditer(text):
         if m.lastgroup != "skip":
             last = m.lastgroup
-    return last == "semi"
+    return last == "semi" and not ("ATOMIC" in text.upper() and in_open_atomic_block(text))

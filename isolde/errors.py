@@ -147,6 +147,14 @@ class InvalidPropertyError(AnalysisError):
 # --------------------------------------------------------------------------- execution phase
 
 
+class TransactionStateError(AnalysisError):
+    """A statement that cannot run in the current transaction state: DDL inside a transaction,
+    COMMIT without BEGIN, a second table written by one transaction. Nothing was run."""
+
+    error_class = "INVALID_TRANSACTION_STATE"
+    sqlstate = "25000"
+
+
 class ExecutionError(IsoldeError):
     """The statement was planned but running it failed; the table is unchanged."""
 

@@ -1,6 +1,6 @@
 """Statement classification (no Spark): what kind of work a statement is, and what it targets.
 
-    classify(stmt) -> "query" | "write" | "ddl" | "session" | "metadata"
+    classify(stmt) -> "query" | "write" | "ddl" | "session" | "metadata" | "transaction"
     target_of(stmt) -> TableRef | None
     is_write(stmt) -> bool      (the statement commits to a table: prepare() accepts it)
 """
@@ -21,6 +21,7 @@ _METADATA = tuple(getattr(ast, n) for n in ("DescribeHistory", "DescribeDetail",
                                             "ShowColumns", "ShowCreateTable", "RepairTable"))
 _SESSION = (ast.SetConfig, ast.ResetConfig, ast.Use)
 _DDL = (ast.DropTable, ast.CreateDatabase, ast.DropDatabase, ast.CreateView, ast.DropView)
+_TRANSACTION = (ast.BeginTransaction, ast.CommitTransaction, ast.RollbackTransaction, ast.AtomicBlock)
 
 
 def classify(stmt) -> str:
@@ -34,6 +35,8 @@ def classify(stmt) -> str:
         return "ddl"
     if isinstance(stmt, _METADATA):
         return "metadata"
+    if isinstance(stmt, _TRANSACTION):
+        return "transaction"
     return "unknown"
 
 

@@ -11,6 +11,7 @@ from typing import Any, Optional
 from . import metacommands, statements
 from .completion import CatalogCache, make_completer
 from .config import Settings, history_path
+from .prompt import prompt_text
 from .runner import Runner, SessionHolder
 
 BANNER = "isolde {version} · Spark is starting in the background · \\? for help, \\q to quit"
@@ -74,9 +75,9 @@ class Repl:
         return str(db) if db and db != "default" else ""
 
     def _message(self):
-        db = self._database()
-        text = f"isolde:{db}> " if db else "isolde> "
-        return [("class:prompt", text)]
+        session = self.holder.peek()
+        tables = getattr(session, "transaction_tables", None) if session is not None else None
+        return [("class:prompt", prompt_text(self._database(), tables if isinstance(tables, list) else None))]
 
     def _continuation(self, width: int, line_number: int, is_soft_wrap: bool):
         return [("class:continuation", " " * max(width - 3, 0) + "-> ")]
@@ -160,5 +161,8 @@ class Repl:
                 break
             except BaseException as exc:  # noqa: BLE001 - the loop never dies
                 self.runner.show_error(exc)
+        session = self.holder.peek()
+        if session is not None and getattr(session, "transaction_tables", None) is not None:
+            self.echo(session.roll_back_open_transaction("the REPL closed"))
         self.echo("Bye.")
         return 0

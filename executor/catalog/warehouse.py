@@ -148,6 +148,19 @@ class TableHandle:
 
     @cached_property
     def log(self):
+        from ..log.staged_log import ACTIVE_TRANSACTION
+
+        transaction = ACTIVE_TRANSACTION.get()
+        if transaction is not None:  # inside BEGIN ... COMMIT: the table as the transaction sees it
+            if self.version is not None or self.timestamp is not None:
+                from isolde.errors import TransactionStateError
+
+                raise TransactionStateError(
+                    f"Time travel ({self.name} VERSION / TIMESTAMP AS OF) is not supported inside a transaction, "
+                    "as in Databricks: a transaction reads one snapshot of each table. Run the query outside "
+                    "the transaction. The transaction is still open.", error_class="TIME_TRAVEL_QUERY_IN_TRANSACTION",
+                    sqlstate="0A000")
+            return transaction.log_for(self.name, _open_log(self.path))
         return _open_log(self.path)
 
     @property

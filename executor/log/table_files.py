@@ -141,10 +141,10 @@ class S3Files:
     credential chain and retry policy -- botocore's standard mode retries 503 SlowDown and lost
     connections -- for commits and table files alike)."""
 
-    def __init__(self):
+    def __init__(self, store=None):
         from .s3_store import default_s3_store
 
-        store = default_s3_store()
+        store = store if store is not None else default_s3_store()
         self.client = store.client
         self._not_found = store._not_found
         self._errors = store._botocore.exceptions.ClientError
@@ -320,17 +320,21 @@ def move(src: str, dest: str) -> None:
     with open(src, "rb") as fh:
         remote.write_bytes(dest, fh.read())
     os.remove(src)
-_S3: dict = {}
 _S3_LOCK = threading.Lock()
 
 
 def files_for(path: str):
-    """The file system of ``path``: one S3Files per process and AWS environment."""
+    """The file system of ``path``: on S3, one S3Files per log store (per process and AWS
+    environment, as ``default_s3_store`` keeps them)."""
     if not is_remote(path):
         return LOCAL
-    key = (os.getpid(), *(os.environ.get(k) for k in _ENV_KEYS))
-    with _S3_LOCK:
-        found = _S3.get(key)
-        if found is None:
-            found = _S3[key] = S3Files()
-        return found
+    from .s3_store import default_s3_store
+
+    store = default_s3_store()
+    found = getattr(store, "table_files", None)
+    if found is None:
+        with _S3_LOCK:
+            found = getattr(store, "table_files", None)
+            if found is None:
+                found = store.table_files = S3Files(store)
+    return found

@@ -170,12 +170,13 @@ class ExecutionContext:
             return names
         return names + [t.name for t in tables if t.isTemporary and not t.name.startswith("__isolde")]
 
-    def start_transaction(self, log):
-        """A transaction on ``log`` whose commit carries the session's commit message
-        (``SET spark.databricks.delta.commitInfo.userMetadata = ...``), as Delta's does."""
+    def start_transaction(self, log, snapshot=None):
+        """A transaction on ``log`` (reading ``snapshot``, by default the latest) whose commit
+        carries the session's commit message (``SET spark.databricks.delta.commitInfo.userMetadata
+        = ...``), as Delta's does."""
         from ..txn.transaction import session_user_name
 
-        txn = log.start_transaction()
+        txn = log.start_transaction(snapshot)
         txn.user_metadata = self.conf.get(USER_METADATA_KEY)
         txn.user_name = session_user_name(self.conf) or txn.user_name  # SET isolde.userName, else the OS user
         txn.verify_files = True  # the files a statement staged must still exist at its commit

@@ -84,6 +84,8 @@ class Session:
         self._closed = False
         self.conf = ConfStore(self, conf)
         self.last_metrics: dict = {}
+        # the open BEGIN ... COMMIT (executor/session/transactions.py), or None
+        self.active_transaction = None
         self._warm_up_wanted = warm_up  # executor/runtime/warmup.py, once Spark is up
         self.warm_up = None
         if spark is not None:
@@ -225,7 +227,12 @@ class Session:
         return self._spark
 
     def close(self) -> None:
-        """Forget the session (the process-wide SparkSession stays up for reuse)."""
+        """Forget the session (the process-wide SparkSession stays up for reuse); a transaction
+        still open is rolled back."""
+        if self.active_transaction is not None:
+            from .transactions import roll_back_open
+
+            roll_back_open(self, "the session closed")
         self._closed = True
         self._stop_warm_up()
 
@@ -273,6 +280,56 @@ class Session:
         return parse_statements(stmt)
 
     def _run(self, stmt: ast.Statement, *, prepare: bool = False, write_options: Optional[dict] = None):
+        """One statement; inside a transaction, against the tables as the transaction sees them."""
+        transaction = self.active_transaction
+        if transaction is None or isinstance(stmt, _TRANSACTION_CONTROL):
+            return self._run_statement(stmt, prepare=prepare, write_options=write_options)
+        if prepare:
+            raise E.TransactionStateError("prepare() of one statement inside a transaction: its statements commit "
+                                          "together; prepare the transaction (tx.prepare()) instead.",
+                                          error_class="PREPARE_IN_TRANSACTION")
+        from ..log.staged_log import ACTIVE_TRANSACTION
+
+        from .transactions import query_scope
+
+        transaction.begin_statement(stmt)
+        token = ACTIVE_TRANSACTION.set(transaction)
+        ok = False
+        try:
+            out = self._run_statement(stmt, write_options=write_options)
+            ok = True
+        except E.TransactionStateError:
+            raise  # refused before it ran anything: the transaction stays usable
+        except BaseException as e:
+            transaction.abort(e)  # failed while running: as in Databricks, only ROLLBACK ends it now
+            raise
+        finally:
+            ACTIVE_TRANSACTION.reset(token)
+            transaction.end_statement(ok, query_scope(stmt))
+        if isinstance(out, CommitResult):  # staged, not committed: no version yet
+            out = dataclasses.replace(out, version=None)
+        return out
+
+    @property
+    def transaction_tables(self) -> Optional[list]:
+        """None outside a transaction; inside one, the tables it has written so far (the REPL's prompt)."""
+        transaction = self.active_transaction
+        return None if transaction is None else transaction.written_tables
+
+    def roll_back_open_transaction(self, why: str) -> Optional[str]:
+        """Roll back a transaction still open (the REPL is leaving); the sentence saying so, or None."""
+        from .transactions import roll_back_open
+
+        return roll_back_open(self, why)
+
+    def transaction(self):
+        """``with s.transaction() as tx: tx.execute(...)``: the statements commit as one when the
+        block ends, and roll back when it raises (executor/session/transactions.py)."""
+        from .transactions import Transaction
+
+        return Transaction(self)
+
+    def _run_statement(self, stmt: ast.Statement, *, prepare: bool = False, write_options: Optional[dict] = None):
         from ..jobs import EXECUTORS, load_all
 
         load_all()
@@ -426,12 +483,19 @@ class Session:
                 first.args = (first.message,)
             raise first
         results = []
-        for piece, statements in parsed:
-            try:
-                for s in statements:
-                    results.append(self._run(s))
-            except E.IsoldeError as e:
-                raise _with_line(e, piece.line) from e
+        opened_here = self.active_transaction is None
+        try:
+            for piece, statements in parsed:
+                try:
+                    for s in statements:
+                        results.append(self._run(s))
+                except E.IsoldeError as e:
+                    raise _with_line(e, piece.line) from e
+        finally:
+            if opened_here and self.active_transaction is not None:  # BEGIN without COMMIT
+                from .transactions import roll_back_open
+
+                results.append(QueryResult(message=roll_back_open(self, "the script ended")))
         return results
 
     def explain(self, stmt: Union[str, ast.Statement]) -> str:
@@ -475,6 +539,9 @@ class Session:
                     return
 
         threading.Thread(target=repeat, name="isolde-cancel", daemon=True).start()
+
+
+_TRANSACTION_CONTROL = (ast.BeginTransaction, ast.CommitTransaction, ast.RollbackTransaction, ast.AtomicBlock)
 
 
 def _ref_from_name(name: str) -> ast.TableRef:

@@ -54,6 +54,15 @@ def change_rows(ctx, name: str, start, end=None):
     """The DataFrame ``table_changes(name, start, end)`` returns."""
     from ..rows.dml import current_database
     from ..jobs.table_changes import table_changes
+    from ..log.staged_log import ACTIVE_TRANSACTION
+
+    if ACTIVE_TRANSACTION.get() is not None:
+        from isolde.errors import TransactionStateError
+
+        raise TransactionStateError(
+            f"table_changes('{name}', ...) is not supported inside a transaction, as in Databricks: the change "
+            "data feed is read outside transactions. The transaction is still open.",
+            error_class="CDF_READ_IN_TRANSACTION", sqlstate="0A000")
 
     ref = _table_ref(name)
     resolve = getattr(ctx, "resolve", None)

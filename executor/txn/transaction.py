@@ -80,7 +80,7 @@ USER_NAME_KEY = "isolde.userName"
 # of one of these is still a data change under WriteSerializable (see ``recorded_isolation_level``)
 DATA_CHANGING_OPERATIONS = frozenset({
     "WRITE", "STREAMING UPDATE", "DELETE", "TRUNCATE", "UPDATE", "MERGE", "RESTORE", "CONVERT", "CLONE",
-    "SHALLOW CLONE", "DEEP CLONE", "CREATE TABLE AS SELECT", "REPLACE TABLE AS SELECT",
+    "SHALLOW CLONE", "DEEP CLONE", "CREATE TABLE AS SELECT", "REPLACE TABLE AS SELECT", "MULTI-STATEMENT TRANSACTION",
     "CREATE OR REPLACE TABLE AS SELECT", "COPY INTO",
 })
 
@@ -477,6 +477,8 @@ class OptimisticTransaction:
                 "write was prepared. Nothing was committed; run the statement again.")
 
     def _post_commit(self, version: int, actions: list[Action]) -> None:
+        if getattr(self.log, "staged", False):
+            return  # a statement of a multi-statement transaction: the real commit comes later
         metadata = next((a for a in actions if isinstance(a, Metadata)), None) or self.snapshot.metadata
         interval = checkpoint_interval(metadata)
         if version > 0 and version % interval == 0:

@@ -206,3 +206,16 @@ class FaultProxy:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def require_s3a_spark(spark) -> None:
+    """Skip (fail under ISOLDE_S3A_REQUIRED=1, as ``make test`` sets it) when this process's
+    SparkSession started without the S3A connector's JARs on its class path."""
+    import pytest
+
+    if "hadoop-aws" in spark.sparkContext.getConf().get("spark.jars", ""):
+        return
+    why = "this SparkSession started before the S3A JARs were fetched (no hadoop-aws in spark.jars)"
+    if os.environ.get("ISOLDE_S3A_REQUIRED") == "1":
+        pytest.fail(why + " although ISOLDE_S3A_REQUIRED=1")
+    pytest.skip(why)

@@ -2,7 +2,8 @@
 and move accounts between branches, while readers check what no snapshot may ever show.
 
 Accounts 0..BASE-1 start with START each and are never closed; transfers move money between
-them only (so a transfer never meets a missing account). Accounts BASE..BASE+SPARE-1 are opened
+them only (so a transfer never meets a missing account); some transfers are two UPDATEs in one
+``BEGIN ATOMIC ... END`` transaction (one commit, the whole transaction's reads checked). Accounts BASE..BASE+SPARE-1 are opened
 with balance 0 (by MERGE or by INSERT ... WHERE NOT EXISTS, racing on the same ids) and closed by
 DELETE ... WHERE balance = 0. Moves flip an account's branch (a partition move when the table is
 partitioned by branch).
@@ -82,17 +83,31 @@ def random_op(rng: random.Random, table: str) -> Op:
         return Op("transfer", (a, b, amount),
                   f"UPDATE {table} SET balance = balance + CASE WHEN id = {a} THEN -{amount} ELSE {amount} END "
                   f"WHERE id IN ({a}, {b})")
-    if r < 0.75:
+    if r < 0.80:  # a multi-statement transaction: two UPDATEs, one commit
+        a, b = rng.sample(range(BASE), 2)
+        amount = rng.randint(1, 20)
+        return Op("transfer", (a, b, amount),
+                  f"BEGIN ATOMIC UPDATE {table} SET balance = balance - {amount} WHERE id = {a}; "
+                  f"UPDATE {table} SET balance = balance + {amount} WHERE id = {b}; END")
+    if r < 0.85:
         a = rng.randrange(BASE)
         return Op("move", (a,), f"UPDATE {table} SET branch = 1 - branch WHERE id = {a}")
     k = BASE + rng.randrange(SPARE)
-    if r < 0.82:
+    if r < 0.90:
         return Op("open", (k,), f"MERGE INTO {table} t USING (SELECT {k} AS id) s ON t.id = s.id "
                                 f"WHEN NOT MATCHED THEN INSERT (id, branch, balance) VALUES (s.id, {k % 2}, 0)")
-    if r < 0.88:
+    if r < 0.94:
         return Op("open", (k,), f"INSERT INTO {table} SELECT {k}, {k % 2}, 0 "
                                 f"WHERE NOT EXISTS (SELECT 1 FROM {table} WHERE id = {k})")
     return Op("close", (k,), f"DELETE FROM {table} WHERE id = {k} AND balance = 0")
+
+
+def affected(result) -> int:
+    """Rows a statement changed; a BEGIN ATOMIC transfer answers with its commit, whose metrics
+    add up its UPDATEs' rows."""
+    if result.columns:
+        return result.first().num_affected_rows
+    return int((result.metrics or {}).get("numUpdatedRows", 0))
 
 
 def initial_state() -> dict:
@@ -211,7 +226,7 @@ def run(connect, config: BankConfig, seconds: float, writers: int = 4, readers: 
                         history.errors.append((op.sql, repr(e)))
                     return
                 with lock:
-                    history.record(result.version, result.first().num_affected_rows, op)
+                    history.record(result.version, affected(result), op)
         finally:
             s.close()
 

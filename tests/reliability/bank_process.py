@@ -56,7 +56,7 @@ def main(warehouse: str, config_name: str, worker: int, out_path: str, stop_path
             except Exception as e:  # reported; the parent fails the run
                 out.write(f"error {tag} {repr(e).replace(chr(10), ' ')[:2000]}\n")
                 return 1
-            out.write(f"ok {tag} {result.version} {result.first().num_affected_rows}\n")
+            out.write(f"ok {tag} {result.version} {B.affected(result)}\n")
     session.close()
     return 0
 

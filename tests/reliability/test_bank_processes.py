@@ -207,8 +207,9 @@ def _on_s3(spark, env) -> dict:
 
     from isolde.executor.runtime import s3a
 
-    if "hadoop-aws" not in spark.sparkContext.getConf().get("spark.jars", ""):
-        pytest.skip("this SparkSession started before the S3A JARs were fetched (no hadoop-aws in spark.jars)")
+    from tests.helpers.s3_server import require_s3a_spark
+
+    require_s3a_spark(spark)
     s3a.apply_hadoop_settings(spark, s3a.endpoint_settings(
         env["AWS_ENDPOINT_URL"], access_key=env["AWS_ACCESS_KEY_ID"], secret_key=env["AWS_SECRET_ACCESS_KEY"],
         bucket="bank"))

@@ -38,4 +38,15 @@ WHEN NOT MATCHED THEN INSERT (id, v) VALUES (s.id, coalesce(s.v, 0))
 WHEN NOT MATCHED BY SOURCE AND t.updated < '2020-01-01' THEN DELETE
 WHEN NOT MATCHED BY SOURCE THEN UPDATE SET t.active = false;
 MERGE INTO t USING s VERSION AS OF 4 ON t.k = s.k WHEN MATCHED THEN UPDATE SET t.v = CASE WHEN s.v > 1 THEN s.v ELSE 0 END;
-MERGE INTO delta.`/data/t` USING delta.`/data/s` TIMESTAMP AS OF '2024-05-01' AS src ON delta.`/data/t`.k = src.k WHEN MATCHED THEN DELETE
+MERGE INTO delta.`/data/t` USING delta.`/data/s` TIMESTAMP AS OF '2024-05-01' AS src ON delta.`/data/t`.k = src.k WHEN MATCHED THEN DELETE;
+
+-- multi-statement transactions
+BEGIN;
+BEGIN TRANSACTION;
+UPDATE accounts SET balance = balance - 10 WHERE id = 1;
+COMMIT;
+ROLLBACK WORK;
+BEGIN ATOMIC
+  UPDATE accounts SET balance = balance - 10 WHERE id = 1;
+  INSERT INTO audit VALUES (1, 'debit');
+END;
