@@ -89,6 +89,8 @@ class MultiStatementTransaction:
         self.state = "open"  # open | aborted | committed | rolled back
         self.aborted_by: Optional[str] = None  # the error that aborted it (aborted state)
         self._statement: Optional[dict] = None  # the running statement: tables resolved, transactions started
+        self.leases: list = []  # lease files keeping VACUUM off the staged files until the end
+        self._leased: set = set()  # staged versions (table path, version) whose files are leased
 
     # ------------------------------------------------------------------ while statements run
     def begin_statement(self, stmt) -> None:
@@ -126,6 +128,7 @@ class MultiStatementTransaction:
         for table, txn in current["transactions"]:
             if ok or txn.committed_version is not None:
                 table.statements.append(txn)
+            self._lease_staged_files(table)
         if ok and current["kind"] not in METADATA_READS:
             written = {t.path for t, _ in current["transactions"]}
             for path in current["tables"] - written:  # queried, or read as a source
@@ -165,6 +168,23 @@ class MultiStatementTransaction:
                 error_class="TRANSACTION_CHANGE_DATA_FEED", sqlstate="0A000")
         if self._statement is not None:
             self._statement["transactions"].append((table, txn))
+
+    def _lease_staged_files(self, table: TableInTransaction) -> None:
+        """Lease the files the table's new staged versions reference (data files, deletion
+        vectors): no commit names them until COMMIT, and a VACUUM with a short retention must
+        keep them meanwhile, as it keeps a prepared write's (executor/catalog/leases.py)."""
+        from ..catalog import leases
+
+        paths = []
+        for version in table.staged.staged_versions:
+            if (table.path, version) in self._leased:
+                continue
+            self._leased.add((table.path, version))
+            paths += sorted(_written_paths(table.staged, [version]))
+        if paths:
+            lease = leases.take(paths)
+            if lease is not None:
+                self.leases.append(lease)
 
     @property
     def written_tables(self) -> list[str]:
@@ -257,9 +277,14 @@ class MultiStatementTransaction:
         if self.state not in ("open", "aborted"):
             return
         self.state = state
+        from ..catalog import leases
+
         for table in self.tables.values():
             if table.written:
                 delete_unreferenced(table.staged, keep_net=(state == "committed"))
+        for lease in self.leases:
+            leases.release(lease)
+        self.leases = []
 
 
 def _pinned_paths(staged: StagedDeltaLog) -> set:
@@ -346,6 +371,21 @@ def staged_adds(staged: StagedDeltaLog) -> set:
     return {a.key for v in staged.staged_versions for a in staged.read_commit(v) if isinstance(a, AddFile)}
 
 
+def _written_paths(staged: StagedDeltaLog, versions) -> set:
+    """The files (data, change data, deletion vectors) the staged ``versions`` add."""
+    from ..catalog.properties import local_path
+    from ..log.deletion_vectors import dv_file_path
+
+    written: set = set()
+    for version in versions:
+        for a in staged.read_commit(version):
+            if isinstance(a, (AddFile, AddCDCFile)):
+                written.add(local_path(staged.table_path, a.path))
+            if isinstance(a, AddFile) and a.deletion_vector is not None and a.deletion_vector.storage_type == "u":
+                written.add(dv_file_path(staged.table_path, a.deletion_vector))
+    return written
+
+
 def delete_unreferenced(staged: StagedDeltaLog, *, keep_net: bool) -> None:
     """Delete the data and deletion-vector files the staged versions wrote that no commit
     references (all of them after a rollback). Best effort: VACUUM removes what is left."""
@@ -365,13 +405,7 @@ def delete_unreferenced(staged: StagedDeltaLog, *, keep_net: bool) -> None:
             keep.add(local_path(staged.table_path, f.path))
             if f.deletion_vector is not None and f.deletion_vector.storage_type in ("u", "p"):
                 keep.add(dv_file_path(staged.table_path, f.deletion_vector))
-    written: set = set()
-    for version in staged.staged_versions:
-        for a in staged.read_commit(version):
-            if isinstance(a, (AddFile, AddCDCFile)):
-                written.add(local_path(staged.table_path, a.path))
-            if isinstance(a, AddFile) and a.deletion_vector is not None and a.deletion_vector.storage_type == "u":
-                written.add(dv_file_path(staged.table_path, a.deletion_vector))
+    written = _written_paths(staged, staged.staged_versions)
     for path in written - keep:
         if keep_net and path.endswith(".parquet") and "_change_data" in path:
             continue  # change-data files are referenced by the commit

@@ -351,3 +351,19 @@ def test_session_close_rolls_back(session, table_path):
     other.execute("UPDATE acc SET bal = 0 WHERE id = 1")
     other.close()
     assert _rows(session)[0] == (1, 100)
+
+
+def test_vacuum_keeps_the_files_a_transaction_staged(session, table_path):
+    """A VACUUM with no retention (the check off) beside an open transaction keeps the files its
+    statements staged (leased, as a prepared write's are), so COMMIT finds them; afterwards the
+    leases are gone."""
+    _accounts(session)
+    other = _other(session)
+    session.execute("BEGIN")
+    session.execute("UPDATE acc SET bal = 5 WHERE id = 1")
+    session.execute("INSERT INTO acc VALUES (4, 4)")
+    other.execute("SET spark.databricks.delta.retentionDurationCheck.enabled = false")
+    other.execute("VACUUM acc RETAIN 0 HOURS")
+    session.execute("COMMIT")
+    assert _rows(session) == [(1, 5), (2, 100), (3, 100), (4, 4)]
+    assert not os.path.exists(os.path.join(table_path(session, "acc"), ".isolde-leases"))
