@@ -212,7 +212,10 @@ class MultiStatementTransaction:
             record_scope(txn, scope)
         if table.read_whole_table:
             txn.read_whole_table()
-        txn.row_level = bool(table.statements) and all(s.row_level for s in table.statements) and all(
+        # per row when some statement was checked per row (so the table qualifies) and every one
+        # that read anything was; a blind INSERT's rows are effects the row-level checker handles
+        txn.row_level = any(s.row_level for s in table.statements) and all(
+            s.row_level for s in table.statements if s.has_reads) and all(
             scope.row_level_eligible for scope in table.query_scopes)
         txn.verify_files = txn.verify_files or any(s.verify_files for s in table.statements)
         if len(committed) == 1:
@@ -244,8 +247,10 @@ class MultiStatementTransaction:
         return version
 
     def validate_reads(self, written_path: Optional[str]) -> None:
-        """Tables only read: every winner since the pin is checked as against a transaction that
-        read the whole table and writes nothing (a blind append passes under WriteSerializable)."""
+        """Tables only read (or written by statements that changed nothing): every winner since
+        the pin is checked, per file, against what the transaction read of them (a query that
+        could not be scoped: the whole table) and no write; a blind append passes under
+        WriteSerializable."""
         from ..log.actions import parse_commit
         from ..log.features import isolation_level
         from .conflicts import ConflictChecker, TransactionSummary, WinningCommitSummary
@@ -256,13 +261,19 @@ class MultiStatementTransaction:
                 continue
             pinned = table.staged.pinned
             real = table.staged.real
+            # what its queries and its statements (which wrote nothing in the end) read
             predicates = [Predicate(scope.read_predicate, pinned.schema, pinned.partition_columns)
                           for scope in table.query_scopes]
+            files = {f.path for p in predicates for f in p.filter(pinned.all_files)}
+            pinned_paths = _pinned_paths(table.staged)
+            for statement in table.statements:
+                predicates += statement.read_predicates
+                files |= {path for path in statement.read_files if path in pinned_paths}
             summary = TransactionSummary(
                 table=table.path, read_version=pinned.version, isolation_level=isolation_level(pinned.metadata),
-                partition_columns=pinned.partition_columns, read_predicates=predicates,
-                read_file_paths={f.path for p in predicates for f in p.filter(pinned.all_files)},
-                read_whole_table=table.read_whole_table or not predicates, read_app_ids=set(), actions=[],
+                partition_columns=pinned.partition_columns, read_predicates=predicates, read_file_paths=files,
+                read_whole_table=table.read_whole_table or any(s.reads_whole_table for s in table.statements),
+                read_app_ids={a for s in table.statements for a in s.read_app_ids}, actions=[],
                 protocol=pinned.protocol, metadata=pinned.metadata)
             version = pinned.version + 1
             while True:
