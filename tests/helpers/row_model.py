@@ -659,16 +659,21 @@ def start_restore(table_path: str, stmt: Stmt) -> Prepared:
     return Prepared(stmt, txn, actions, "RESTORE", {"version": stmt.key}, snap.version, txn.row_level, (0, 0))
 
 
-def start(table_path: str, stmt: Stmt) -> Prepared:
+def start(table_path: str, stmt: Stmt, log=None) -> Prepared:
     """Open the statement's transaction on the latest snapshot, record its read as the real
-    statement does, read the rows and stage its files and deletion vectors."""
+    statement does, read the rows and stage its files and deletion vectors. ``log``: the log
+    to run against (a multi-statement transaction's StagedDeltaLog; default the table's own)."""
     from isolde.planner.scope import conflict_scope
 
     if stmt.changes_no_row:
+        if log is not None:
+            raise ValueError("compactions run against the table's own log only")
         return start_compaction(table_path, stmt)
     if stmt.kind == RESTORE:
+        if log is not None:
+            raise ValueError("RESTORE runs against the table's own log only")
         return start_restore(table_path, stmt)
-    txn = DeltaLog.for_table(table_path).start_transaction()
+    txn = (log if log is not None else DeltaLog.for_table(table_path)).start_transaction()
     txn.verify_files = True  # as the session's transactions (executor/session/context.py)
     snap = txn.snapshot
     k, w = stmt.key, stmt.w
