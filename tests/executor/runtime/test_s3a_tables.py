@@ -457,48 +457,78 @@ def test_a_log_of_more_than_a_thousand_versions_on_s3(s3_session, s3_server):
 
 
 _KILLED_WRITER = """
-import sys, time, isolde
-s = isolde.connect(warehouse=sys.argv[2], master="local[1]")
-prepared = s.prepare(f"INSERT INTO delta.`{sys.argv[1]}` SELECT id FROM range(1000, 1100)")
-print("prepared", flush=True)   # its data files are in the table's prefix, its commit not yet made
+import sys, threading, time, isolde
+from isolde.executor.txn import transaction as T
+
+uri, warehouse, moment = sys.argv[1:4]
+real_commit = T.OptimisticTransaction._commit_with_retries
+
+def commit(self, info, actions, summary):
+    version = real_commit(self, info, actions, summary)
+    if moment == "after-commit":
+        print("committed", flush=True); time.sleep(600)
+    return version
+
+T.OptimisticTransaction._commit_with_retries = commit
+s = isolde.connect(warehouse=warehouse, master="local[1]")
+s.execute("SELECT 1").collect()   # Spark is up before the clock starts
+if moment == "while-writing":   # killed part-way through Spark's write of the data files
+    threading.Timer(1.5, lambda: print("writing", flush=True)).start()
+    s.execute(f"INSERT INTO delta.`{uri}` SELECT id, repeat('x', 200) AS pad FROM range(1000, 3000000)")
+elif moment == "after-writing":
+    s.prepare(f"INSERT INTO delta.`{uri}` SELECT id, 'p' AS pad FROM range(1000, 1100)")
+    print("prepared", flush=True)   # its data files are in the table's prefix, its commit not yet made
+else:
+    s.execute(f"INSERT INTO delta.`{uri}` SELECT id, 'c' AS pad FROM range(1000, 1100)")
 time.sleep(600)
 """
 
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_a_writer_killed_after_writing_leaves_the_table_intact_and_vacuum_takes_its_files(
-        s3_session, s3_server, tmp_path):
-    """A writer process (its own JVM) SIGKILLed between writing its data files to S3 and
-    committing: the table loads at its last version with its rows; the files it left are
-    orphans that no version references, and VACUUM deletes exactly those."""
+@pytest.mark.parametrize("moment, signal_word", [("while-writing", "writing"), ("after-writing", "prepared"),
+                                                 ("after-commit", "committed")])
+def test_a_killed_writer_leaves_the_table_intact_and_vacuum_takes_its_files(
+        s3_session, s3_server, tmp_path, moment, signal_word):
+    """A writer process (its own JVM) SIGKILLed while Spark writes its data files to S3, between
+    writing and committing, or just after its commit landed: the table loads at its last version
+    (with the killed write's rows only when its commit landed); the files it left are orphans
+    that no version references, and VACUUM deletes exactly those."""
     import signal
     import subprocess
     import sys
 
     uri = _uri()
     s = s3_session
-    s.execute(f"CREATE TABLE delta.`{uri}` (id BIGINT) USING DELTA")
-    s.execute(f"INSERT INTO delta.`{uri}` SELECT id FROM range(10)")
-    live = set(_keys(s3_server, uri.split(f"{BUCKET}/", 1)[1] + "/"))
+    s.execute(f"CREATE TABLE delta.`{uri}` (id BIGINT, pad STRING) USING DELTA")
+    s.execute(f"INSERT INTO delta.`{uri}` SELECT id, 'a' AS pad FROM range(10)")
+    prefix = uri.split(f"{BUCKET}/", 1)[1] + "/"
+    live = set(_keys(s3_server, prefix))
     env = dict(os.environ, ISOLDE_JVM="startup", ISOLDE_DRIVER_MEMORY="1g", SPARK_LOCAL_IP="127.0.0.1")
-    proc = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, uri, str(tmp_path / "wh")], env=env,
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, uri, str(tmp_path / "wh"), moment], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     try:
-        assert proc.stdout.readline().strip() == "prepared"
+        assert proc.stdout.readline().strip() == signal_word
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(60)
-    left = set(_keys(s3_server, uri.split(f"{BUCKET}/", 1)[1] + "/")) - live
-    assert any(k.endswith(".parquet") for k in left)   # the killed write's files are there ...
-    assert isolde_rows(s, f"delta.`{uri}`") == [(i,) for i in range(10)]   # ... and not in the table
-    assert s.execute(f"DESCRIBE HISTORY delta.`{uri}`").rows[0][0] == 1
+    committed = moment == "after-commit"
+    expected = sorted([(i, "a") for i in range(10)] + ([(i, "c") for i in range(1000, 1100)] if committed else []))
+    assert sorted(tuple(r) for r in s.execute(f"SELECT id, pad FROM delta.`{uri}`").rows) == expected
+    assert s.execute(f"DESCRIBE HISTORY delta.`{uri}`").rows[0][0] == (2 if committed else 1)
+    assert sorted(_delta_rs_rows(uri, s3_server)) == expected
+    left = set(_keys(s3_server, prefix)) - live
+    if moment == "after-writing":
+        assert any(k.endswith(".parquet") for k in left)   # the killed write's files are there
     s.execute("SET spark.databricks.delta.retentionDurationCheck.enabled = false")
     s.execute(f"VACUUM delta.`{uri}` RETAIN 0 HOURS")
-    after = set(_keys(s3_server, uri.split(f"{BUCKET}/", 1)[1] + "/"))
-    assert not {k for k in left if k.endswith(".parquet")} & after   # the orphans are gone
-    assert {k for k in live if k.endswith(".parquet")} <= after      # every live file stays
-    assert isolde_rows(s, f"delta.`{uri}`") == [(i,) for i in range(10)]
+    after = set(_keys(s3_server, prefix))
+    from isolde.executor.log import DeltaLog
+
+    referenced = {f.path for f in DeltaLog.for_table(uri).update().all_files}
+    data_after = {k.rsplit("/", 1)[1] for k in after if k.endswith(".parquet")}
+    assert data_after == {p.rsplit("/", 1)[-1] for p in referenced}   # orphans gone, every live file kept
+    assert sorted(tuple(r) for r in s.execute(f"SELECT id, pad FROM delta.`{uri}`").rows) == expected
 
 
 @pytest.mark.spark
