@@ -215,7 +215,33 @@ class DeltaLog:
             else:
                 snap = self._extend(cached)
             self._latest = snap
+            if snap.version >= 0 and not getattr(self, "staged", False):
+                return self._coordinated_read(snap)
             return snap
+
+    def _coordinated_read(self, snap: Snapshot) -> Snapshot:
+        """A table whose commits go through a coordinator: publish what it decided, then read
+        as of the statement's read point when one is set (every coordinated table of the
+        statement or transaction at one sequence number), else the latest."""
+        from .coordinator import READ_POINT, Coordinator, coordinator_location
+
+        location = coordinator_location(snap.metadata)
+        if location is None:
+            return snap
+        coordinator = Coordinator.at(location)
+        point = READ_POINT.get()
+        if point is not None and coordinator.location in point:
+            seq = point[coordinator.location]  # every entry up to it was published when it was fixed
+        else:
+            seq = coordinator.roll_forward()
+            if point is not None:
+                point[coordinator.location] = seq
+        snap = self._latest = self._extend(snap)
+        if point is not None:
+            version = coordinator.version_at(self, snap.version, seq)
+            if version != snap.version:
+                return self._load(version)
+        return snap
 
     def invalidate(self) -> None:
         """Forget the cached snapshot (e.g. after the table directory was replaced)."""

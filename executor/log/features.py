@@ -56,6 +56,10 @@ SUPPORTED_FEATURES: frozenset[str] = frozenset(
         # meets the protocol's exception (a): it creates no checkpoint during cleanup and never
         # erases one after the truncation version (DeltaLog.cleanup_expired_logs)
         "checkpointProtection",
+        # isolde's own writer feature: the table's commits go through its commit coordinator
+        # (isolde.coordinatedCommits, executor/log/coordinator.py); engines that do not know it
+        # read the table and refuse to write it
+        "isoldeCoordinatedCommits",
     }
 )
 
@@ -225,6 +229,8 @@ def required_protocol(metadata: Metadata, base: Protocol | None = None) -> Proto
         reader.add("typeWidening")  # a table on the preview feature keeps it (Delta adds no second one)
     if conf.get("delta.enablechangedatafeed") == "true":
         writer.add("changeDataFeed")
+    if conf.get(COORDINATED_PROPERTY.lower()) == "true":
+        writer.add("isoldeCoordinatedCommits")
     if conf.get(ICT_ENABLED.lower()) == "true" and "inCommitTimestamp" in SUPPORTED_FEATURES:
         writer.add("inCommitTimestamp")
     for key, value in conf.items():
@@ -309,6 +315,8 @@ def parse_interval_ms(text: str) -> int:
 
 
 ROW_LEVEL_PROPERTY = "isolde.rowLevelConcurrency"
+#: isolde.coordinatedCommits (executor/log/coordinator.py; named here to keep features.py first)
+COORDINATED_PROPERTY = "isolde.coordinatedCommits"
 #: auto: row level where the reference has it (deletion vectors, no partition columns or
 #: CLUSTER BY); always: partitioned deletion-vector tables too; off: file level only
 ROW_LEVEL_MODES = ("auto", "always", "off")
@@ -363,6 +371,11 @@ def validate_table_properties(conf: Mapping[str, str]) -> dict[str, str]:
                 raise InvalidPropertyError(
                     f"{ROW_LEVEL_PROPERTY} must be one of {', '.join(ROW_LEVEL_MODES)}, not {value!r}.")
             out[ROW_LEVEL_PROPERTY] = mode
+            continue
+        if lower == COORDINATED_PROPERTY.lower():
+            if value.strip().lower() not in ("true", "false"):
+                raise InvalidPropertyError(f"{COORDINATED_PROPERTY} must be true or false, not {value!r}.")
+            out[COORDINATED_PROPERTY] = value.strip().lower()
             continue
         if not lower.startswith("delta."):
             out[key] = value

@@ -58,6 +58,11 @@ def parse_statements(text: str) -> list:
     return list(parse(text))
 
 
+#: statements that read coordinated tables as of one coordinator sequence number when run on
+#: their own (they commit nothing; a write reads the latest and its commit is checked as usual)
+_READ_POINT_STATEMENTS = frozenset({"Select", "Explain"})
+
+
 class Session:
     def __init__(self, warehouse: str = "./warehouse", spark=None, master: Optional[str] = None,
                  conf: Optional[dict] = None, start: bool = False, warm_up: bool = False):
@@ -281,6 +286,27 @@ class Session:
 
     def _run(self, stmt: ast.Statement, *, prepare: bool = False, write_options: Optional[dict] = None):
         """One statement; inside a transaction, against the tables as the transaction sees them."""
+        from ..log import coordinator
+
+        default = coordinator.DEFAULT_LOCATION.set(self._coordinator_location)
+        # a query reads every coordinated table as of one coordinator sequence number (a
+        # transaction has its own read point, fixed at its first coordinated read)
+        point = coordinator.READ_POINT.set({} if type(stmt).__name__ in _READ_POINT_STATEMENTS else None)
+        try:
+            return self._run_in_transaction(stmt, prepare=prepare, write_options=write_options)
+        finally:
+            coordinator.READ_POINT.reset(point)
+            coordinator.DEFAULT_LOCATION.reset(default)
+
+    @property
+    def _coordinator_location(self) -> str:
+        """Where tables of this warehouse opting in to coordinated commits get their coordinator."""
+        from ..log.coordinator import FOLDER
+
+        return self.warehouse.rstrip("/") + "/" + FOLDER
+
+    def _run_in_transaction(self, stmt: ast.Statement, *, prepare: bool = False,
+                            write_options: Optional[dict] = None):
         transaction = self.active_transaction
         if transaction is None or isinstance(stmt, _TRANSACTION_CONTROL):
             return self._run_statement(stmt, prepare=prepare, write_options=write_options)
@@ -294,6 +320,9 @@ class Session:
 
         transaction.begin_statement(stmt)
         token = ACTIVE_TRANSACTION.set(transaction)
+        from ..log.coordinator import READ_POINT
+
+        READ_POINT.set(transaction.read_point)  # reset by _run
         ok = False
         try:
             out = self._run_statement(stmt, write_options=write_options)

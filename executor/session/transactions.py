@@ -11,7 +11,7 @@ from typing import Optional
 
 from isolde.errors import ConcurrentModificationException, TransactionStateError
 
-from ..txn.multi_statement import MultiStatementTransaction
+from ..txn.multi_statement import OPERATION, MultiStatementTransaction, summed_metrics
 from .results import CommitResult, QueryResult
 
 
@@ -61,6 +61,15 @@ def _open(session, verb: str) -> MultiStatementTransaction:
     return txn
 
 
+@dataclasses.dataclass(frozen=True)
+class MultiTableCommitResult(CommitResult):
+    """A transaction committed to several tables: one coordinator entry, a version per table
+    (``versions``: {table: version}; ``version`` is None), the summed metrics."""
+
+    versions: dict = dataclasses.field(default_factory=dict)
+    operations: dict = dataclasses.field(default_factory=dict)
+
+
 @dataclasses.dataclass
 class PreparedTransaction:
     """A transaction whose statements ran and whose net commit is built, not yet committed;
@@ -73,7 +82,11 @@ class PreparedTransaction:
 
     @property
     def table(self) -> Optional[str]:
-        return self.prepared[0].name if self.prepared else None
+        """The written table's name (several: joined by commas)."""
+        if not self.prepared:
+            return None
+        parts = self.prepared if isinstance(self.prepared, list) else [self.prepared]
+        return ", ".join(part[0].name for part in parts)
 
     def commit(self) -> CommitResult:
         txn, started = self.transaction, time.perf_counter()
@@ -87,6 +100,11 @@ class PreparedTransaction:
             raise
         if self.prepared is None:  # only reads: one consistent snapshot, nothing to write
             result = CommitResult(version=None, operation="COMMIT", metrics={})
+        elif isinstance(self.prepared, list):  # several tables, one coordinator entry
+            operations = {part[0].name: part[3] for part in self.prepared}
+            result = MultiTableCommitResult(version=None, operation=OPERATION, table=self.table, versions=version,
+                                            operations=operations,
+                                            metrics=summed_metrics([part[5] for part in self.prepared]))
         else:
             table, _, _, operation, _, metrics = self.prepared
             result = CommitResult(version=version, operation=operation, metrics=metrics, table=table.name)

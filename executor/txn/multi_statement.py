@@ -17,7 +17,8 @@ winners at COMMIT as a read-only transaction would be.
 
 What is refused before it runs (``TransactionStateError``; the transaction stays open):
 statements other than queries, DML and session settings; time travel and table_changes();
-writing a second table (a multi-table commit needs a commit coordinator, not built yet); a
+writing a second table unless both tables' commits go through one commit coordinator
+(executor/log/coordinator.py), which commits them together; a
 second write to a table with the change data feed on (its feed could not list each row's net
 change once). A statement that fails while running aborts the transaction, as in
 Databricks: nothing more runs in it until ROLLBACK, and COMMIT rolls it back.
@@ -91,6 +92,9 @@ class MultiStatementTransaction:
         self._statement: Optional[dict] = None  # the running statement: tables resolved, transactions started
         self.leases: list = []  # lease files keeping VACUUM off the staged files until the end
         self._leased: set = set()  # staged versions (table path, version) whose files are leased
+        # {coordinator location: sequence number}: every coordinated table is pinned as of one
+        # sequence number of its coordinator, fixed at the transaction's first coordinated read
+        self.read_point: dict = {}
 
     # ------------------------------------------------------------------ while statements run
     def begin_statement(self, stmt) -> None:
@@ -143,7 +147,13 @@ class MultiStatementTransaction:
         """The staged log of a table, pinned at the transaction's first touch of it."""
         table = self.tables.get(real_log.table_path)
         if table is None:
-            pinned = real_log.update()
+            from ..log.coordinator import READ_POINT
+
+            token = READ_POINT.set(self.read_point)
+            try:
+                pinned = real_log.update()
+            finally:
+                READ_POINT.reset(token)
             table = self.tables[real_log.table_path] = TableInTransaction(
                 name, StagedDeltaLog(real_log, pinned, self._statement_transaction))
         if self._statement is not None:
@@ -153,13 +163,9 @@ class MultiStatementTransaction:
     def _statement_transaction(self, staged: StagedDeltaLog, txn) -> None:
         """A statement starts writing ``staged``'s table: refuse what one commit cannot hold."""
         table = self.tables[staged.table_path]
-        others = [t.name for t in self.tables.values() if t.written and t.path != table.path]
+        others = [t for t in self.tables.values() if t.written and t.path != table.path]
         if others:
-            raise TransactionStateError(
-                f"This transaction already writes {others[0]}; it cannot also write {table.name}: isolde commits "
-                "a transaction to one table (a transaction over several tables needs a commit coordinator, "
-                f"which isolde does not have yet). COMMIT the writes to {others[0]} first, or ROLLBACK. The "
-                "transaction is still open.", error_class="MULTI_TABLE_TRANSACTION_NOT_SUPPORTED", sqlstate="0A000")
+            self._check_coordinated(others[0], table)
         if table.written and change_data_feed(staged.pinned):
             raise TransactionStateError(
                 f"{table.name} has the change data feed on, and this transaction already wrote it: one "
@@ -168,6 +174,29 @@ class MultiStatementTransaction:
                 error_class="TRANSACTION_CHANGE_DATA_FEED", sqlstate="0A000")
         if self._statement is not None:
             self._statement["transactions"].append((table, txn))
+
+    @staticmethod
+    def _check_coordinated(first: TableInTransaction, second: TableInTransaction) -> None:
+        """Several tables commit together only through one commit coordinator."""
+        from ..log.coordinator import COORDINATED_PROPERTY, coordinator_location
+
+        locations = {t.name: coordinator_location(t.staged.pinned.metadata if t.staged.pinned.version >= 0 else None)
+                     for t in (first, second)}
+        if None in locations.values():
+            missing = [name for name, location in locations.items() if location is None]
+            raise TransactionStateError(
+                f"This transaction already writes {first.name}; it can also write {second.name} only when both "
+                f"tables' commits go through a commit coordinator, and {' and '.join(missing)} "
+                f"{'does' if len(missing) == 1 else 'do'} not. Opt in with ALTER TABLE ... SET TBLPROPERTIES "
+                f"('{COORDINATED_PROPERTY}' = 'true') (other engines can still read the table but no longer "
+                "write it), or COMMIT the writes to the first table before writing the next. The transaction is "
+                "still open.", error_class="MULTI_TABLE_TRANSACTION_NOT_COORDINATED", sqlstate="0A000")
+        if len(set(locations.values())) > 1:
+            raise TransactionStateError(
+                f"{first.name} and {second.name} have different commit coordinators "
+                f"({' and '.join(sorted(set(locations.values())))}): one transaction commits through one. COMMIT "
+                "the writes to the first table before writing the next. The transaction is still open.",
+                error_class="MULTI_TABLE_TRANSACTION_NOT_COORDINATED", sqlstate="0A000")
 
     def _lease_staged_files(self, table: TableInTransaction) -> None:
         """Lease the files the table's new staged versions reference (data files, deletion
@@ -192,13 +221,17 @@ class MultiStatementTransaction:
 
     # ------------------------------------------------------------------ the end
     def prepare(self, start_transaction):
-        """The real commit, ready: ``(table, txn, actions, operation, parameters, metrics)`` or
-        None when nothing was written. ``start_transaction(log, snapshot)`` opens the real
-        transaction (the session's, so commitInfo carries its user and message)."""
+        """The real commit, ready: ``(table, txn, actions, operation, parameters, metrics)`` for
+        one written table, a list of those for several (they commit together through their
+        coordinator), or None when nothing was written. ``start_transaction(log, snapshot)``
+        opens a real transaction (the session's, so commitInfo carries its user and message)."""
         written = [t for t in self.tables.values() if t.written]
         if not written:
             return None
-        table = written[0]
+        prepared = [self._prepare_table(table, start_transaction) for table in written]
+        return prepared[0] if len(prepared) == 1 else prepared
+
+    def _prepare_table(self, table: TableInTransaction, start_transaction) -> tuple:
         actions = net_actions(table.staged)
         committed = [s for s in table.statements if s.commit_info is not None]
         txn = start_transaction(table.staged.real, table.staged.pinned)
@@ -221,32 +254,49 @@ class MultiStatementTransaction:
         if len(committed) == 1:
             info = committed[0].commit_info
             operation, parameters = info.operation, info.operation_parameters
-            metrics = _summed_metrics([info.operation_metrics or {}])  # numbers again, as a statement's
+            metrics = summed_metrics([info.operation_metrics or {}])  # numbers again, as a statement's
         else:
             operation = OPERATION
             parameters = {"statements": json.dumps([s.commit_info.operation for s in committed])}
-            metrics = _summed_metrics([s.commit_info.operation_metrics or {} for s in committed])
+            metrics = summed_metrics([s.commit_info.operation_metrics or {} for s in committed])
         return table, txn, actions, operation, parameters, metrics
 
-    def commit(self, prepared) -> Optional[int]:
+    def commit(self, prepared):
         """Commit what ``prepare`` built: the tables only read are validated, then the written
-        table's net commit is made (the version), or None when nothing was written. Raises the
-        named conflict; either way the transaction is over (``finish``)."""
+        tables' net commits are made. Returns the version (one table), ``{table name: version}``
+        (several), or None when nothing was written. Raises the named conflict; either way the
+        transaction is over (``finish``).
+
+        Tables whose commits go through a coordinator are committed by one coordinator entry,
+        decided just after the read-only tables were validated with every earlier entry
+        published: nothing can commit to a coordinated table between the validation and the
+        decision (executor/txn/coordinated_commit.py)."""
+        from .coordinated_commit import commit_together, coordinator_of
+
         try:
             if prepared is None:
-                self.validate_reads(None)
+                self.validate_reads(set())
                 version = None
             else:
-                table, txn, actions, operation, parameters, metrics = prepared
-                self.validate_reads(table.path)
-                version = txn.commit(actions, operation, parameters, metrics=metrics)
+                several = isinstance(prepared, list)
+                parts = prepared if several else [prepared]
+                written = {part[0].path for part in parts}
+                coordinator = coordinator_of([part[1] for part in parts])
+                if coordinator is None:  # one table, committed directly (checked in _check_coordinated)
+                    table, txn, actions, operation, parameters, metrics = prepared
+                    self.validate_reads(written)
+                    version = txn.commit(actions, operation, parameters, metrics=metrics)
+                else:
+                    versions = commit_together(coordinator, parts, lambda: self.validate_reads(written))
+                    version = {part[0].name: versions[part[0].path] for part in parts} if several \
+                        else versions[prepared[0].path]
         except BaseException:
             self.finish("rolled back")
             raise
         self.finish("committed")
         return version
 
-    def validate_reads(self, written_path: Optional[str]) -> None:
+    def validate_reads(self, written_paths: set) -> None:
         """Tables only read (or written by statements that changed nothing): every winner since
         the pin is checked, per file, against what the transaction read of them (a query that
         could not be scoped: the whole table) and no write; a blind append passes under
@@ -257,7 +307,7 @@ class MultiStatementTransaction:
         from .predicates import Predicate
 
         for table in self.tables.values():
-            if table.path == written_path or table.staged.pinned.version < 0:
+            if table.path in written_paths or table.staged.pinned.version < 0:
                 continue
             pinned = table.staged.pinned
             real = table.staged.real
@@ -304,7 +354,7 @@ def _pinned_paths(staged: StagedDeltaLog) -> set:
     return staged._pinned_paths
 
 
-def _summed_metrics(all_metrics: list) -> dict:
+def summed_metrics(all_metrics: list) -> dict:
     out: dict = {}
     for metrics in all_metrics:
         for key, value in metrics.items():

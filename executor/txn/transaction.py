@@ -47,6 +47,7 @@ from ..log.features import (
     writer_features,
 )
 
+from ..log.coordinator import with_location
 from .conflicts import (
     SERIALIZABLE,
     SNAPSHOT_ISOLATION,
@@ -253,6 +254,35 @@ class OptimisticTransaction:
         user_name: str | None = None,
     ) -> int:
         """Commit ``actions``; returns the version, or raises a named conflict."""
+        self.begin_commit(actions, operation, operation_parameters, metrics=metrics, user_metadata=user_metadata,
+                          user_name=user_name)
+        try:
+            while True:
+                version, body = self.next_attempt()
+                try:
+                    self._write_commit(version, body)
+                    break
+                except FileExistsError:
+                    self.catch_up()
+        except BaseException:
+            self.discard_rebased_files()
+            raise
+        self.finish_commit(version)
+        return version
+
+    def begin_commit(
+        self,
+        actions: Iterable[Action],
+        operation: str = "WRITE",
+        operation_parameters: Mapping[str, Any] | None = None,
+        *,
+        metrics: Mapping[str, Any] | None = None,
+        user_metadata: str | None = None,
+        user_name: str | None = None,
+    ) -> None:
+        """Build the commit (validated actions, commitInfo, what was read); ``next_attempt`` /
+        ``catch_up`` then make it (``commit`` does all three; the coordinator's joint commit of
+        several tables drives them itself)."""
         if self.committed_version is not None:
             raise InternalError("This transaction has already committed.")
         actions = [a for a in actions if not isinstance(a, CommitInfo)]
@@ -305,75 +335,107 @@ class OptimisticTransaction:
         )
         if self.verify_files:
             self._verify_files_exist(actions)
-        try:
-            version = self._commit_with_retries(info, actions, summary)
-        except BaseException:
-            for path in self.rebased_files:  # never referenced by a commit
-                try:
-                    os.remove(path)
-                except OSError:
-                    pass
-            raise
-        self.committed_version = version
-        self.commit_info = info
-        self._post_commit(version, actions)
-        return version
+        self._attempt = {"info": info, "actions": actions, "summary": summary, "checked_up_to": self.read_version,
+                         "version": self.read_version + 1,
+                         "last_timestamp": self.snapshot.timestamp if self.read_version >= 0 else None}
 
-    def _commit_with_retries(self, info: CommitInfo, actions: list[Action], summary: TransactionSummary) -> int:
-        store = self.log.store
-        store.mkdirs(self.log.log_path)
-        checked_up_to = self.read_version
-        attempt_version = checked_up_to + 1
-        last_timestamp = self.snapshot.timestamp if self.read_version >= 0 else None
-        while True:
-            self.attempts += 1
-            info.timestamp = max(now_ms(), (last_timestamp or 0) + 1)
-            numbered = self._row_ids.assign(actions, attempt_version) if self._row_ids is not None else actions
-            # in-commit timestamps (when the table has them): commitInfo first, monotonic times
-            previous = self.snapshot if attempt_version - 1 == self.snapshot.version else None
-            numbered = self.log.stamp_in_commit_timestamp(info, numbered, attempt_version, previous)
-            body = serialize_commit([info, *numbered])
+    def discard_rebased_files(self) -> None:
+        """The commit failed: the deletion-vector files its rebase wrote are referenced by nothing."""
+        for path in self.rebased_files:
             try:
-                store.put_if_absent(self.log.commit_path(attempt_version), body)
-                return attempt_version
-            except FileExistsError:
+                os.remove(path)
+            except OSError:
                 pass
-            version = checked_up_to + 1
-            while True:
-                data = self.log._read_commit_bytes(version)
-                if data is None:
-                    break
-                winner = WinningCommitSummary.from_actions(version, parse_commit(data))
-                if self._row_ids is not None:
-                    self._row_ids.saw_winner(winner.actions)
-                elif winner.protocol is not None and row_tracking.supported(writer_features(winner.protocol)):
-                    # the winner added row tracking (and numbered every live file): from here on
-                    # this commit numbers its files too, starting from the table as the winner left it
-                    self._row_ids = self._row_id_assigner_at(version)
-                if self.row_level:
-                    actions = self._check_rows(summary, winner, actions)
-                else:
-                    actions = self._check_files(summary, winner, actions)
-                summary.follow_rewrites(winner)
-                if winner.metadata is not None and row_tracking.enabled(winner.metadata) \
-                        and not row_tracking.enabled(summary.metadata):
-                    # row tracking turned on under this commit: its rows are numbered, but the
-                    # ids of the rows it rewrote are not carried over (Delta tags it the same)
-                    info.extra["tags"] = {**info.extra.get("tags", {}), row_tracking.PRESERVED_TAG: "false"}
-                summary.follow_enablement(winner)
-                self.winning_versions.append(version)
-                if winner.commit_info is not None and winner.commit_info.timestamp is not None:
-                    last_timestamp = max(last_timestamp or 0, int(winner.commit_info.timestamp))
-                checked_up_to = version
-                version += 1
-            if self.attempts >= self.max_attempts:  # only after the winners had their say
-                raise ConcurrentWriteException(
-                    table=self.table,
-                    winning_version=checked_up_to,
-                    winning_operation=winner.operation if self.winning_versions else None,
-                    detail=f"Gave up after {self.attempts} attempts.",
-                )
-            attempt_version = checked_up_to + 1
+
+    def finish_commit(self, version: int) -> None:
+        self.committed_version = version
+        self.commit_info = self._attempt["info"]
+        self._post_commit(version, self._attempt["actions"])
+
+    @property
+    def coordinator(self):
+        """The table's commit coordinator when its commits go through one (executor/log/coordinator.py):
+        the snapshot read, or a winner since, opted in. The commit that opts in is written directly;
+        a writer that read the table before it then fails on the metadata change."""
+        if getattr(self.log, "staged", False):
+            return None
+        from ..log.coordinator import Coordinator, coordinator_location
+
+        attempt = getattr(self, "_attempt", None)
+        metadata = attempt["summary"].metadata if attempt is not None else None
+        location = coordinator_location(self.snapshot.metadata if self.read_version >= 0 else None) \
+            or coordinator_location(metadata)
+        return Coordinator.at(location) if location else None
+
+    def _write_commit(self, version: int, body: bytes) -> None:
+        """Write ``body`` as ``version``: put-if-absent, or through the table's coordinator.
+        FileExistsError: another commit has the version."""
+        coordinator = self.coordinator
+        if coordinator is None:
+            self.log.store.put_if_absent(self.log.commit_path(version), body)
+            return
+        from ..log.coordinator import CoordinatedCommit
+
+        coordinator.decide([CoordinatedCommit(self.log.log_path, version, body)])
+
+    def next_attempt(self) -> tuple[int, bytes]:
+        """The version to try and the commit body for it."""
+        state = self._attempt
+        self.attempts += 1
+        if self.attempts == 1:
+            self.log.store.mkdirs(self.log.log_path)
+        info, version = state["info"], state["version"]
+        info.timestamp = max(now_ms(), (state["last_timestamp"] or 0) + 1)
+        actions = state["actions"]
+        numbered = self._row_ids.assign(actions, version) if self._row_ids is not None else actions
+        # in-commit timestamps (when the table has them): commitInfo first, monotonic times
+        previous = self.snapshot if version - 1 == self.snapshot.version else None
+        numbered = self.log.stamp_in_commit_timestamp(info, numbered, version, previous)
+        return version, serialize_commit([info, *numbered])
+
+    def catch_up(self) -> None:
+        """The attempted version was taken: check this commit against every winner since the
+        last check (raising the named conflict) and move the attempt past them."""
+        state = self._attempt
+        info, summary, actions = state["info"], state["summary"], state["actions"]
+        checked_up_to = state["checked_up_to"]
+        version = checked_up_to + 1
+        winner = None
+        while True:
+            data = self.log._read_commit_bytes(version)
+            if data is None:
+                break
+            winner = WinningCommitSummary.from_actions(version, parse_commit(data))
+            if self._row_ids is not None:
+                self._row_ids.saw_winner(winner.actions)
+            elif winner.protocol is not None and row_tracking.supported(writer_features(winner.protocol)):
+                # the winner added row tracking (and numbered every live file): from here on
+                # this commit numbers its files too, starting from the table as the winner left it
+                self._row_ids = self._row_id_assigner_at(version)
+            if self.row_level:
+                actions = self._check_rows(summary, winner, actions)
+            else:
+                actions = self._check_files(summary, winner, actions)
+            summary.follow_rewrites(winner)
+            if winner.metadata is not None and row_tracking.enabled(winner.metadata) \
+                    and not row_tracking.enabled(summary.metadata):
+                # row tracking turned on under this commit: its rows are numbered, but the
+                # ids of the rows it rewrote are not carried over (Delta tags it the same)
+                info.extra["tags"] = {**info.extra.get("tags", {}), row_tracking.PRESERVED_TAG: "false"}
+            summary.follow_enablement(winner)
+            self.winning_versions.append(version)
+            if winner.commit_info is not None and winner.commit_info.timestamp is not None:
+                state["last_timestamp"] = max(state["last_timestamp"] or 0, int(winner.commit_info.timestamp))
+            checked_up_to = version
+            version += 1
+        state["actions"], state["checked_up_to"], state["version"] = actions, checked_up_to, checked_up_to + 1
+        if self.attempts >= self.max_attempts:  # only after the winners had their say
+            raise ConcurrentWriteException(
+                table=self.table,
+                winning_version=checked_up_to,
+                winning_operation=winner.operation if self.winning_versions and winner is not None else None,
+                detail=f"Gave up after {self.attempts} attempts.",
+            )
 
     def _metadata_after(self, actions: list[Action]) -> Metadata | None:
         return next((a for a in actions if isinstance(a, Metadata)), None) or self.snapshot.metadata
@@ -512,7 +574,7 @@ class OptimisticTransaction:
             # validate what this commit changes; properties other engines set are kept as they are
             before = self.snapshot.configuration
             changed = {k: v for k, v in metadata.configuration.items() if before.get(k) != v}
-            canonical = validate_table_properties(changed)
+            canonical = with_location(validate_table_properties(changed))
             kept = {k: v for k, v in metadata.configuration.items() if k not in changed}
             metadata.configuration = row_tracking.with_materialized_column_names({**kept, **canonical})
             table_isolation_level(metadata)  # an inherited bad value is refused too

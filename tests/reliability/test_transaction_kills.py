@@ -25,19 +25,18 @@ import isolde
 from isolde.executor.txn import transaction as T
 
 point = sys.argv[2]
-real_commit = T.OptimisticTransaction._commit_with_retries
+real_write = T.OptimisticTransaction._write_commit
 
-def commit(self, info, actions, summary):
+def write(self, version, body):
     if getattr(self.log, "staged", False):
-        return real_commit(self, info, actions, summary)
+        return real_write(self, version, body)
     if point == "during-commit":
         print("committing", flush=True); time.sleep(600)
-    version = real_commit(self, info, actions, summary)
+    real_write(self, version, body)
     if point == "after-commit":
         print("committed", flush=True); time.sleep(600)
-    return version
 
-T.OptimisticTransaction._commit_with_retries = commit
+T.OptimisticTransaction._write_commit = write
 s = isolde.connect(warehouse=sys.argv[1], master="local[1]")
 s.execute("BEGIN")
 s.execute("UPDATE acc SET bal = bal - 10 WHERE id = 1")

@@ -454,7 +454,7 @@ def test_ict_engine_table_history_and_time_travel_use_in_commit_timestamps():
 
 
 def _write(log: DeltaLog, version: int, info: CommitInfo, actions: list) -> None:
-    """What OptimisticTransaction._commit_with_retries does per attempt, with the ICT call."""
+    """What OptimisticTransaction.next_attempt and _write_commit do per attempt, with the ICT call."""
     actions = log.stamp_in_commit_timestamp(info, actions, version)
     log.store.put_if_absent(log.commit_path(version), serialize_commit([info, *actions]))
 

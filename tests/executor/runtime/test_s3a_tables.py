@@ -461,15 +461,14 @@ import sys, threading, time, isolde
 from isolde.executor.txn import transaction as T
 
 uri, warehouse, moment = sys.argv[1:4]
-real_commit = T.OptimisticTransaction._commit_with_retries
+real_write = T.OptimisticTransaction._write_commit
 
-def commit(self, info, actions, summary):
-    version = real_commit(self, info, actions, summary)
+def write(self, version, body):
+    real_write(self, version, body)
     if moment == "after-commit":
         print("committed", flush=True); time.sleep(600)
-    return version
 
-T.OptimisticTransaction._commit_with_retries = commit
+T.OptimisticTransaction._write_commit = write
 s = isolde.connect(warehouse=warehouse, master="local[1]")
 s.execute("SELECT 1").collect()   # Spark is up before the clock starts
 if moment == "while-writing":   # killed part-way through Spark's write of the data files

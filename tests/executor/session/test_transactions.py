@@ -213,14 +213,17 @@ def test_commit_without_begin_is_an_error_rollback_is_not(session):
     assert "No transaction is open" in session.execute("ROLLBACK").message  # as in Databricks
 
 
-def test_a_second_table_is_refused_and_the_transaction_stays_usable(session):
+def test_a_second_table_not_coordinated_is_refused_and_the_transaction_stays_usable(session):
+    """Tables whose commits do not go through a coordinator commit one per transaction; the
+    error says how to opt in (tests/executor/session/test_multi_table_transactions.py: with it)."""
     _accounts(session)
     _accounts(session, "audit")
     session.execute("BEGIN")
     session.execute("UPDATE acc SET bal = 1 WHERE id = 1")
     with pytest.raises(E.TransactionStateError) as info:
         session.execute("INSERT INTO audit VALUES (7, 7)")
-    assert info.value.error_class == "MULTI_TABLE_TRANSACTION_NOT_SUPPORTED" and "acc" in str(info.value)
+    assert info.value.error_class == "MULTI_TABLE_TRANSACTION_NOT_COORDINATED" and "acc" in str(info.value)
+    assert "'isolde.coordinatedCommits' = 'true'" in str(info.value)
     session.execute("COMMIT")
     assert _rows(session)[0] == (1, 1)
     assert (7, 7) not in _rows(session, "audit")
