@@ -29,7 +29,7 @@ def commit_together(coordinator: Coordinator, prepared: list, validate: Optional
     """Commit each ``(table, txn, actions, operation, parameters, metrics)`` of ``prepared`` in
     one coordinator entry; returns ``{table path: version}``. ``validate`` runs right before each
     decision (the transaction's read-only tables)."""
-    txns = []
+    txns, attempts = [], []
     for table, txn, actions, operation, parameters, metrics in prepared:
         txn.begin_commit(actions, operation, parameters, metrics=metrics)
         txns.append(txn)
@@ -44,8 +44,12 @@ def commit_together(coordinator: Coordinator, prepared: list, validate: Optional
                 for txn in txns:
                     txn.catch_up()
     except BaseException:
-        for txn in txns:
-            txn.discard_rebased_files()
+        if attempts and attempts[0][0].landed(attempts[0][1]):  # decided before the error: it stands
+            for txn, version, _ in attempts:
+                txn.finish_commit(version)
+        else:
+            for txn in txns:
+                txn.discard_rebased_files()
         raise
     for txn, version, _ in attempts:
         txn.finish_commit(version)

@@ -256,6 +256,7 @@ class OptimisticTransaction:
         """Commit ``actions``; returns the version, or raises a named conflict."""
         self.begin_commit(actions, operation, operation_parameters, metrics=metrics, user_metadata=user_metadata,
                           user_name=user_name)
+        version = None
         try:
             while True:
                 version, body = self.next_attempt()
@@ -265,7 +266,10 @@ class OptimisticTransaction:
                 except FileExistsError:
                     self.catch_up()
         except BaseException:
-            self.discard_rebased_files()
+            if self.coordinator is not None and self.landed(version):
+                self.finish_commit(version)  # decided before the error: the commit stands
+            else:
+                self.discard_rebased_files()
             raise
         self.finish_commit(version)
         return version
@@ -338,6 +342,24 @@ class OptimisticTransaction:
         self._attempt = {"info": info, "actions": actions, "summary": summary, "checked_up_to": self.read_version,
                          "version": self.read_version + 1,
                          "last_timestamp": self.snapshot.timestamp if self.read_version >= 0 else None}
+
+    def landed(self, version: int | None) -> bool:
+        """Did this transaction's attempt at ``version`` become the table's commit? Asked after an
+        error in a coordinated commit, which may have been decided before the error (the decided
+        entry is published first, so the answer is in the table's log)."""
+        if version is None:
+            return False
+        try:
+            coordinator = self.coordinator
+            if coordinator is not None:
+                coordinator.roll_forward()
+            data = self.log._read_commit_bytes(version)
+        except Exception:  # cannot tell: keep the files (VACUUM removes them if nothing references them)
+            return True
+        if data is None:
+            return False
+        info = next((a for a in parse_commit(data) if isinstance(a, CommitInfo)), None)
+        return info is not None and info.txn_id == self.txn_id
 
     def discard_rebased_files(self) -> None:
         """The commit failed: the deletion-vector files its rebase wrote are referenced by nothing."""
