@@ -303,8 +303,13 @@ def metrics_summary(operation: str, metrics: dict) -> str:
 
 def format_commit(result: Any, elapsed: float | None = None, waited: float | None = None) -> str:
     """'version 12 · MERGE · 3 updated, 1 inserted · 0.84 s' (a statement inside a transaction:
-    'staged (commits at COMMIT) · ...')."""
-    where = f"version {result.version}" if result.version is not None else "staged (commits at COMMIT)"
+    'staged (commits at COMMIT) · ...'; a transaction over several tables: 'acc version 7, audit
+    version 3 · ...')."""
+    versions = getattr(result, "versions", None)
+    if versions:
+        where = ", ".join(f"{table} version {version}" for table, version in versions.items())
+    else:
+        where = f"version {result.version}" if result.version is not None else "staged (commits at COMMIT)"
     parts = [where, str(result.operation or "WRITE")]
     summary = metrics_summary(result.operation, getattr(result, "metrics", None) or {})
     if summary:

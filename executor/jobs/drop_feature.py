@@ -44,7 +44,7 @@ BARRIER_KEY = "delta.requireCheckpointProtectionBeforeVersion"
 _FEATURE_NAMES = ["deletionVectors", "appendOnly", "invariants", "checkConstraints", "changeDataFeed",
                   "generatedColumns", "columnMapping", "identityColumns", "domainMetadata", "rowTracking", "clustering",
                   "timestampNtz", "icebergCompatV2", "v2Checkpoint", "typeWidening", "vacuumProtocolCheck",
-                  "inCommitTimestamp", "allowColumnDefaults", "variantType", PROTECTION]
+                  "inCommitTimestamp", "allowColumnDefaults", "variantType", PROTECTION, "isoldeCoordinatedCommits"]
 
 #: removable features -> the table properties that turn them on (set off / removed with the feature)
 _DROPPABLE = {
@@ -59,6 +59,9 @@ _DROPPABLE = {
     "typeWidening-preview": {"delta.enableTypeWidening": "false"},
     "v2Checkpoint": {"delta.checkpointPolicy": "classic"},
     PROTECTION: {BARRIER_KEY: None},
+    # opting out of the commit coordinator: the drop itself is the last coordinated commit; from
+    # the next one on, commits are written directly and other engines may write the table again
+    "isoldeCoordinatedCommits": {"isolde.coordinatedCommits": None, "isolde.coordinator": None},
 }
 
 

@@ -180,7 +180,10 @@ class Coordinator:
 
     def roll_forward(self) -> int:
         """Publish every decided entry; returns the newest sequence number (0: none yet)."""
-        start = max(self._published, self._hint())
+        hint = self._hint()
+        if hint == 0 and self._published and not self.store.exists(self.hint_path):
+            self._published = 0  # the coordinator folder was replaced: trust nothing remembered
+        start = max(self._published, hint)
         pending = self.entries_after(start)
         for seq in pending:
             if seq <= self._published:

@@ -110,6 +110,14 @@ def test_commit_line():
     assert format_commit(CommitResult(0, "CREATE TABLE", {})) == "version 0 · CREATE TABLE"
 
 
+def test_commit_line_of_a_transaction_over_several_tables():
+    from isolde.executor.session.transactions import MultiTableCommitResult
+
+    r = MultiTableCommitResult(None, "MULTI-STATEMENT TRANSACTION", {"numUpdatedRows": 2}, table="acc, audit",
+                               versions={"acc": 7, "audit": 3})
+    assert format_commit(r).startswith("acc version 7, audit version 3 · MULTI-STATEMENT TRANSACTION")
+
+
 def test_format_result_query_and_message():
     body, status = format_result(QueryResult(["a"], [(1,), (2,)]), "table", 0.25)
     assert body == "+---+\n| a |\n+---+\n| 1 |\n| 2 |\n+---+"

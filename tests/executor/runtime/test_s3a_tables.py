@@ -375,6 +375,42 @@ def test_a_warehouse_in_a_bucket(spark, s3_server):
 
 
 @pytest.mark.spark
+def test_a_transaction_over_two_coordinated_tables_in_a_bucket(spark, s3_server):
+    """The commit coordinator on S3: its entries are objects written by conditional PUT in the
+    warehouse's bucket; a transfer over two coordinated tables is one entry and one version per
+    table, which delta-rs reads through its own client; two sessions' prepared INSERTs race for
+    the next entry and both land, one after the other."""
+    import isolde
+
+    s3a.apply_hadoop_settings(spark, s3a.endpoint_settings(
+        s3_server["AWS_ENDPOINT_URL"], access_key=s3_server["AWS_ACCESS_KEY_ID"],
+        secret_key=s3_server["AWS_SECRET_ACCESS_KEY"], bucket=BUCKET))
+    s = isolde.connect(warehouse=f"s3a://{BUCKET}/{uuid.uuid4().hex[:8]}/wh", spark=spark)
+    other = isolde.connect(warehouse=s.warehouse, spark=spark)
+    try:
+        props = "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true', 'isolde.coordinatedCommits' = 'true')"
+        s.execute(f"CREATE TABLE acc (id INT, bal INT) {props}")
+        s.execute(f"CREATE TABLE audit (transfer STRING, amount INT) {props}")
+        s.execute("INSERT INTO acc VALUES (1, 100), (2, 100)")  # entry 1 (the CREATEs are direct)
+        result = s.execute("BEGIN ATOMIC UPDATE acc SET bal = bal - 10 WHERE id = 1; "
+                           "UPDATE acc SET bal = bal + 10 WHERE id = 2; INSERT INTO audit VALUES ('t1', 10); END")
+        assert result.versions == {"acc": 2, "audit": 1}
+        prefix = s.warehouse.split(f"{BUCKET}/", 1)[1] + "/_isolde_coordinator/log/"
+        assert [k.rsplit("/", 1)[1] for k in _keys(s3_server, prefix)] == [f"{n:020d}.json" for n in (1, 2)]
+        p1 = s.prepare("INSERT INTO audit VALUES ('a', 1)")
+        p2 = other.prepare("INSERT INTO audit VALUES ('b', 2)")
+        assert sorted([p1.commit().version, p2.commit().version]) == [2, 3]
+        assert len(_keys(s3_server, prefix)) == 4
+        location = s.execute("DESCRIBE DETAIL audit").rows[0][4]
+        assert _delta_rs_rows(location, s3_server) == [("a", 1), ("b", 2), ("t1", 10)]
+        assert _delta_rs_rows(s.execute("DESCRIBE DETAIL acc").rows[0][4], s3_server) == [(1, 90), (2, 110)]
+        assert isolde_rows(other, "acc") == [(1, 90), (2, 110)]
+    finally:
+        other.close()
+        s.close()
+
+
+@pytest.mark.spark
 def test_streaming_from_and_into_s3a_tables(s3_session, s3_server, tmp_path):
     """The streaming source reads an s3a table's snapshot and its later commits (a deletion
     vector's rows left out); the exactly-once sink writes into another s3a table and skips a

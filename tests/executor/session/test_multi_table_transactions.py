@@ -244,3 +244,24 @@ def test_other_engines_read_a_coordinated_table_but_cannot_write_it(session, tab
                                         "dst": pa.array([1], pa.int32()), "amount": pa.array([1], pa.int32())}),
                         mode="append")
     assert _rows(session, "audit") == []
+
+
+def test_dropping_the_feature_opts_out_and_other_engines_write_again(session, table_path, delta_rows):
+    _bank(session)
+    session.execute("ALTER TABLE audit DROP FEATURE isoldeCoordinatedCommits")
+    path = table_path(session, "audit")
+    snapshot = DeltaLog.for_table(path).update()
+    assert "isoldeCoordinatedCommits" not in (snapshot.protocol.writer_features or ())
+    assert "isolde.coordinatedCommits" not in snapshot.configuration
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    write_deltalake(path, pa.table({"transfer": ["x"], "src": pa.array([1], pa.int32()),
+                                    "dst": pa.array([2], pa.int32()), "amount": pa.array([3], pa.int32())}),
+                    mode="append")
+    assert _rows(session, "audit") == [("x", 1, 2, 3)] and delta_rows(path) == [("x", 1, 2, 3)]
+    session.execute("BEGIN")
+    session.execute("UPDATE acc SET bal = 0 WHERE id = 1")
+    with pytest.raises(E.TransactionStateError, match="MULTI_TABLE|coordinator"):
+        session.execute("INSERT INTO audit VALUES ('y', 1, 1, 1)")
+    session.execute("ROLLBACK")
