@@ -93,9 +93,6 @@ class StagedLogStore(LogStore):
             raise FileNotFoundError(path)
         return self.real.status(path)
 
-    def mkdirs(self, path: str) -> None:
-        pass
-
     def delete(self, path: str) -> bool:
         raise InternalError(f"A statement inside a transaction tried to delete {path}.")
 

@@ -251,6 +251,7 @@ class MultiStatementTransaction:
             s.row_level for s in table.statements if s.has_reads) and all(
             scope.row_level_eligible for scope in table.query_scopes)
         txn.verify_files = txn.verify_files or any(s.verify_files for s in table.statements)
+        txn.read_elsewhere = any(_reads_anything(other) for other in self.tables.values() if other is not table)
         if len(committed) == 1:
             info = committed[0].commit_info
             operation, parameters = info.operation, info.operation_parameters
@@ -363,6 +364,10 @@ class MultiStatementTransaction:
         for lease in self.leases:
             leases.release(lease)
         self.leases = []
+
+
+def _reads_anything(table: TableInTransaction) -> bool:
+    return table.read_whole_table or bool(table.query_scopes) or any(s.has_reads for s in table.statements)
 
 
 def _pinned_paths(staged: StagedDeltaLog) -> set:

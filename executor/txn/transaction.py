@@ -138,6 +138,10 @@ class OptimisticTransaction:
         self.write_identity = None  # an idempotent write's (app_id, version): its txn action at commit
         self._read_whole_table = False
         self._declared_blind_append = False
+        # the write's multi-statement transaction read other tables: its commit is no blind
+        # append whatever it read of this one (a blind append may be ordered after any
+        # concurrent reader of this table, which a read of another table can contradict)
+        self.read_elsewhere = False
         self.txn_id = str(uuid.uuid4())
         self.commit_info: CommitInfo | None = None
         self.committed_version: int | None = None
@@ -698,7 +702,7 @@ class OptimisticTransaction:
 
     def _is_blind_append(self, actions: list[Action]) -> bool:
         """Delta's rule: read nothing and only add files."""
-        if self.has_reads:
+        if self.has_reads or self.read_elsewhere:
             return False
         return not any(isinstance(a, RemoveFile) for a in actions)
 

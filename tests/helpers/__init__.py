@@ -5,6 +5,7 @@
     meta              metadata-command support: new_session, make_table, snapshots
     log_tables        tiny schemas, file actions and table set-up for the log-level tests
     row_model         the model checker of the row-level conflict checks (txn/test_row_level_model)
+    model_tally       what the model checkers share: verdicts, tallies, the tests' runs and reports
     dml_workload      the statement workload the concurrency tests race (threads and processes)
     dml_worker        worker process of txn/test_processes_dml (run by path)
     row_level_worker  worker process of txn/test_row_level_stress (run by path)

@@ -59,11 +59,9 @@ import itertools
 import json
 import os
 import random
-import shutil
 import tempfile
 import time
 import uuid
-from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Optional, Sequence
 
@@ -77,6 +75,9 @@ from isolde.executor.log.deletion_vectors import read_deleted_rows, write_deleti
 from isolde.executor.txn.compaction import LAYOUT_TAG, layout_tag
 from isolde.executor.txn.statement_scope import record_scope, scope_flags
 from isolde.executor.log.stats import file_stats
+
+from tests.helpers import model_tally
+from tests.helpers.model_tally import Verdict, labels as _labels, outcome_lines, share
 
 SERIALIZABLE = "Serializable"
 WRITE_SERIALIZABLE = "WriteSerializable"
@@ -730,10 +731,7 @@ class Outcome:
             lines.append(f"    {label(i)} read v{self.read_versions[i]}, "
                          f"{'row level' if self.row_level.get(i) else 'file level'}: "
                          f"{deleted} row(s) deleted or updated, {added} added")
-        for i, why in self.refused.items():
-            lines.append(f"    {label(i)} refused: {why}")
-        if self.noop:
-            lines.append("    nothing to commit: " + ", ".join(label(i) for i in self.noop))
+        lines += outcome_lines(self.refused, self.noop, label)
         lines.append(f"    final rows: {self.final}")
         if self.delta_rs is not None and self.delta_rs != self.final:
             lines.append(f"    delta-rs reads: {self.delta_rs}")
@@ -775,31 +773,13 @@ def run_history(history: History, level: str, mode: str, table_path: str, *, del
 # --------------------------------------------------------------------------- judging
 
 
-@dataclass
-class Verdict:
-    violations: list = field(default_factory=list)  # text: the history must not happen
-    refused: int = 0  # statements the checker refused
-    # a history with refusals: had every statement been forced through, would it still be a
-    # serial execution allowed by the level (rows and every statement's result)? ...
-    false_conflict: Optional[bool] = None
-    forced_order: Optional[list] = None
-    # ... and comparing the final rows only (statements' results ignored)
-    false_conflict_rows_only: Optional[bool] = None
-    false_refusals: int = 0  # refused statements that, forced through alone, left it serialisable
-    false_refusals_rows_only: int = 0
-
-
-def _labels(stmts) -> list:
-    return [s.label() for s in stmts]
-
-
 def judge(history: History, level: str, out: Outcome) -> Verdict:
+    """A ``Verdict`` (``model_tally``) on the statements; ``refused`` counts statements."""
     v = Verdict()
     initial = history.initial_rows
     versions = history.versions
     stmts = history.stmts
-    if out.delta_rs is not None and out.delta_rs != out.final:
-        v.violations.append(f"delta-rs reads {out.delta_rs}, pyarrow + deletion vectors read {out.final}")
+    v.compare_readers(out)
     model = simulate(history, accepted=set(out.committed))
     if model.log != out.committed or model.final != out.final:
         v.violations.append(f"the log does not hold the committed statements' effects: the model with the same "
@@ -815,41 +795,21 @@ def judge(history: History, level: str, out: Outcome) -> Verdict:
             f"{_labels(committed)} ends with rows {out.final} and results "
             f"{ {s.label(): out.results[s.idx] for s in committed} } (log order gives rows {rows}, results "
             f"{ {stmts[i].label(): r for i, r in results.items()} })")
-    v.refused = len(out.refused)
-    if out.refused:
-        forced = simulate(history)
-        forced_stmts = [stmts[i] for i in forced.log]
-        order = serial_order(forced.final, forced.results, initial, forced_stmts, level, versions)
-        v.false_conflict = order is not None
-        v.forced_order = None if order is None else _labels(order)
-        v.false_conflict_rows_only = serial_order(forced.final, None, initial, forced_stmts, level, versions) is not None
-        for i in out.refused:
-            alone = simulate(history, accepted=set(out.committed) | {i})
-            alone_stmts = [stmts[j] for j in alone.log]
-            if serial_order(alone.final, alone.results, initial, alone_stmts, level, versions) is not None:
-                v.false_refusals += 1
-            if serial_order(alone.final, None, initial, alone_stmts, level, versions) is not None:
-                v.false_refusals_rows_only += 1
+
+    def order_of(run: ModelRun, results: bool) -> Optional[list]:
+        ran = [stmts[i] for i in run.log]
+        return serial_order(run.final, run.results if results else None, initial, ran, level, versions)
+
+    v.weigh_refusals(out.refused, functools.partial(simulate, history), set(out.committed), order_of)
     return v
 
 
 @dataclass
-class Tally:
-    level: str
-    mode: str
-    histories: int = 0
-    accepted: int = 0  # histories where nothing was refused
-    refused: int = 0  # histories with at least one refusal
-    false_conflicts: int = 0  # ... where forcing everything through was still serialisable
-    false_conflicts_rows_only: int = 0  # ... comparing the final rows only
+class Tally(model_tally.Tally):
+    """``model_tally.Tally`` of statements: ``false_refusals`` counts refused statements."""
     refused_statements: int = 0
-    false_refusals: int = 0
-    false_refusals_rows_only: int = 0
     noop_statements: int = 0
     committed_statements: int = 0
-    exceptions: Counter = field(default_factory=Counter)
-    violations: list = field(default_factory=list)  # (seed, text)
-    false_examples: list = field(default_factory=list)  # (seed, text)
     # OPTIMIZE (generate_history(optimize=...)): with deletion vectors carried through the
     # compaction neither side should lose to the other
     optimize_histories: int = 0  # histories holding an OPTIMIZE
@@ -860,19 +820,10 @@ class Tally:
     dml_over_optimize: int = 0  # DML that changed rows committed over a concurrent OPTIMIZE (carried onto its output)
     optimize_over_dml: int = 0  # OPTIMIZE committed over a concurrent DML that changed rows (carried onto the output)
     optimize_examples: list = field(default_factory=list)  # (seed, text): the refusals above
-    seconds: float = 0.0
-
-    @property
-    def ratio(self) -> float:
-        return self.false_conflicts / self.refused if self.refused else 0.0
-
-    @property
-    def ratio_rows_only(self) -> float:
-        return self.false_conflicts_rows_only / self.refused if self.refused else 0.0
 
     @property
     def statement_ratio(self) -> float:
-        return self.false_refusals / self.refused_statements if self.refused_statements else 0.0
+        return share(self.false_refusals, self.refused_statements)
 
     def summary(self) -> str:
         return (f"{self.level:17s} {self.mode:4s}: {self.histories} histories, {self.accepted} accepted, "
@@ -881,8 +832,7 @@ class Tally:
                 f"{self.committed_statements} committed, {self.refused_statements} refused, "
                 f"{self.false_refusals} needlessly = {self.statement_ratio:.1%} (rows only: "
                 f"{self.false_refusals_rows_only}), {self.noop_statements} with nothing to do; "
-                f"{self.seconds:.1f} s\n    refusals: "
-                f"{', '.join(f'{k} {n}' for k, n in sorted(self.exceptions.items())) or 'none'}"
+                f"{self.seconds:.1f} s{self.refusals_line()}"
                 + (f"\n    OPTIMIZE in {self.optimize_histories} histories: {self.optimize_committed} committed, "
                    f"{self.optimize_refused} refused ({self.optimize_refused_by_dml} by a DML winner); "
                    f"{self.dml_refused_by_optimize} DML statements refused by an OPTIMIZE winner; concurrent and "
@@ -937,51 +887,27 @@ def check_histories(level: str, mode: str, history_seeds: Iterable[int], workdir
                     delta_rs: bool = True, keep_examples: int = 5, **generator) -> Tally:
     """Run and judge every history; never raises for a bad history (it lands in ``violations``
     with its seed and description), so one run reports all of them."""
-    tally = Tally(level, mode)
-    began = time.time()
-    for seed in history_seeds:
-        history = generate_history(seed, **generator)
-        path = os.path.join(tempfile.mkdtemp(prefix=f"{level}-{mode}-{seed}-", dir=workdir), "t")
-        try:
-            out = run_history(history, level, mode, path, delta_rs=delta_rs)
-        except Exception as e:  # anything but a named conflict: report it with the history
+    with Tally(level, mode).timed() as tally:
+        for seed in history_seeds:
+            history = generate_history(seed, **generator)
+            path = os.path.join(tempfile.mkdtemp(prefix=f"{level}-{mode}-{seed}-", dir=workdir), "t")
             tally.histories += 1
-            tally.violations.append((seed, f"{history.describe()}\n  raised {type(e).__name__}: {e}"))
-            continue
-        verdict = judge(history, level, out)
-        tally.histories += 1
-        tally.committed_statements += len(out.committed)
-        tally.noop_statements += len(out.noop)
-        tally.refused_statements += verdict.refused
-        tally.false_refusals += verdict.false_refusals
-        tally.false_refusals_rows_only += verdict.false_refusals_rows_only
-        for why in out.refused.values():
-            tally.exceptions[why.split(":", 1)[0]] += 1
-        text = f"{history.describe()}\n{out.describe(history)}"
-        _count_optimize(tally, seed, history, out, text)
-        if verdict.violations:
-            tally.violations.append((seed, text + f"\n  table: {path}\n  VIOLATION: "
-                                     + "\n  VIOLATION: ".join(verdict.violations)))
-        else:
-            shutil.rmtree(os.path.dirname(path), ignore_errors=True)
-        if out.refused:
-            tally.refused += 1
-            tally.false_conflicts_rows_only += bool(verdict.false_conflict_rows_only)
-            if verdict.false_conflict:
-                tally.false_conflicts += 1
-                if len(tally.false_examples) < keep_examples:
-                    tally.false_examples.append(
-                        (seed, text + f"\n  forced through, equals the serial order {verdict.forced_order}"))
-        else:
-            tally.accepted += 1
-    tally.seconds = time.time() - began
+            try:
+                out = run_history(history, level, mode, path, delta_rs=delta_rs)
+            except Exception as e:  # anything but a named conflict: report it with the history
+                tally.violations.append((seed, f"{history.describe()}\n  raised {type(e).__name__}: {e}"))
+                continue
+            verdict = judge(history, level, out)
+            tally.committed_statements += len(out.committed)
+            tally.noop_statements += len(out.noop)
+            tally.refused_statements += verdict.refused
+            text = f"{history.describe()}\n{out.describe(history)}"
+            _count_optimize(tally, seed, history, out, text)
+            tally.add(seed, text, verdict, out.refused, f"table: {path}", os.path.dirname(path), keep_examples)
     return tally
 
 
 def replay(seed: int, level: str, mode: str, workdir: str, **generator) -> str:
     """One history, run and judged, as text (for a failure's seed)."""
-    history = generate_history(seed, **generator)
-    out = run_history(history, level, mode, os.path.join(tempfile.mkdtemp(prefix=f"replay-{seed}-", dir=workdir), "t"))
-    verdict = judge(history, level, out)
-    return (f"{level} / rowLevelConcurrency={mode}\n{history.describe()}\n{out.describe(history)}\n"
-            f"  verdict: {verdict}")
+    where = os.path.join(tempfile.mkdtemp(prefix=f"replay-{seed}-", dir=workdir), "t")
+    return model_tally.replay(generate_history, run_history, judge, seed, level, mode, where, **generator)

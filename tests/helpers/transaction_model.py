@@ -50,13 +50,12 @@ The judgement (``judge``), as ``row_model.judge`` judges single statements:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
 import random
-import shutil
 import tempfile
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
@@ -66,7 +65,9 @@ from isolde.executor.log import DeltaLog
 from isolde.executor.txn import multi_statement
 from isolde.executor.txn.multi_statement import MultiStatementTransaction
 
+from tests.helpers import model_tally
 from tests.helpers import row_model as M
+from tests.helpers.model_tally import labels as _labels, outcome_lines, share
 from tests.helpers.row_model import (DELETE, EXTENDED_KINDS, INSERT, KINDS, MERGE, MOVE, SERIALIZABLE, SWEEP, UPDATE,
                                      UPDATE2, Row, Stmt)
 
@@ -111,18 +112,24 @@ class TxnHistory:
         lines = [f"history seed={self.seed}: files " + ", ".join(f"f{j}=ids {list(ids)}" for j, ids in enumerate(self.files))]
         if self.setup:
             lines.append(f"  v1: DELETE FROM t WHERE id IN {tuple(self.setup)}")
-        for t in self.txns:
-            lines.append(f"  {t.label()}: BEGIN; " + "; ".join(f"{s.label()}: {s.sql}" for s in t.stmts) + "; COMMIT")
-        cursor: Counter = Counter()
-        events = []
-        for ev, t in self.schedule:
-            if ev == "commit":
-                events.append(f"commit {self.txns[t].label()}")
-            else:
-                events.append(f"{ev} {self.txns[t].label()} ({self.txns[t].stmts[cursor[t]].label()})")
-                cursor[t] += 1
-        lines.append("  schedule: " + ", ".join(events))
-        return "\n".join(lines)
+        return "\n".join(lines + describe_txns(self.txns, self.schedule))
+
+
+def describe_txns(txns: Sequence, schedule: Sequence) -> list:
+    """A history's lines for its transactions (``label()``, ``stmts`` with ``label()`` and
+    ``sql``) and its schedule."""
+    lines = [f"  {t.label()}: BEGIN; " + "; ".join(f"{s.label()}: {s.sql}" for s in t.stmts) + "; COMMIT"
+             for t in txns]
+    cursor: Counter = Counter()
+    events = []
+    for ev, t in schedule:
+        if ev == "commit":
+            events.append(f"commit {txns[t].label()}")
+        else:
+            events.append(f"{ev} {txns[t].label()} ({txns[t].stmts[cursor[t]].label()})")
+            cursor[t] += 1
+    lines.append("  schedule: " + ", ".join(events))
+    return lines
 
 
 def generate_history(seed: int, *, reuse: float = 0.3, own: float = 0.3, absent_keys: int = M.ABSENT_KEYS,
@@ -186,17 +193,38 @@ def generate_history(seed: int, *, reuse: float = 0.3, own: float = 0.3, absent_
     pre: tuple = ()
     if setup > 0 and rng.random() < setup:
         pre = tuple(sorted(rng.sample(ids, rng.randint(1, 2))))
-    remaining = {t: ["start"] + ["run"] * (size - 1) + ["commit"] for t, size in enumerate(sizes)}
-    schedule = []
+    return TxnHistory(seed, files, tuple(txns), random_schedule(rng, sizes, same_snapshot), pre)
+
+
+def random_schedule(rng: random.Random, sizes: Sequence[int], same_snapshot: float) -> tuple:
+    """The events of transactions of ``sizes`` statements (see ``generate_history``): with
+    probability ``same_snapshot`` all start first, else any interleaving with transactions
+    starting in index order."""
+    remaining = {t: events(size) for t, size in enumerate(sizes)}
+    out = []
     if rng.random() < same_snapshot:
         for t in remaining:
-            schedule.append((remaining[t].pop(0), t))
+            out.append((remaining[t].pop(0), t))
     while any(remaining.values()):
         unstarted = [t for t, evs in remaining.items() if evs and evs[0] == "start"]
         choices = [t for t, evs in remaining.items() if evs and (evs[0] != "start" or t == min(unstarted))]
         t = rng.choice(choices)
-        schedule.append((remaining[t].pop(0), t))
-    return TxnHistory(seed, files, tuple(txns), tuple(schedule), pre)
+        out.append((remaining[t].pop(0), t))
+    return tuple(out)
+
+
+def events(statements: int) -> list:
+    """A transaction's events, in order: its first statement (it pins then), each later one, its
+    commit."""
+    return ["start"] + ["run"] * (statements - 1) + ["commit"]
+
+
+def events_by_transaction(history) -> dict:
+    """{transaction: its events in ``history``'s schedule, in order}."""
+    out: dict = {t.idx: [] for t in history.txns}
+    for ev, t in history.schedule:
+        out[t].append(ev)
+    return out
 
 
 # --------------------------------------------------------------------------- the in-memory model
@@ -314,10 +342,7 @@ class Outcome:
             stmts = ", ".join(f"{s.label()} {self.results[s.idx]}" for s in history.txns[t].stmts if s.idx in self.results)
             lines.append(f"    {label(t)} pinned v{self.read_versions[t]}, {level}, staged {self.staged.get(t, '-')}: "
                          f"(deleted or updated, added) {stmts}")
-        for t, why in self.refused.items():
-            lines.append(f"    {label(t)} refused: {why}")
-        if self.noop:
-            lines.append("    nothing to commit: " + ", ".join(label(t) for t in self.noop))
+        lines += outcome_lines(self.refused, self.noop, label)
         lines.append(f"    final rows: {self.final}")
         if self.delta_rs is not None and self.delta_rs != self.final:
             lines.append(f"    delta-rs reads: {self.delta_rs}")
@@ -353,6 +378,18 @@ def _staged_files(staged) -> set:
             if a.deletion_vector is not None and a.deletion_vector.storage_type == "u":
                 out.add(dv_file_path(staged.table_path, a.deletion_vector))
     return out
+
+
+def refusal_problems(label: str, mt: MultiStatementTransaction, own_files: set) -> list:
+    """What is wrong with the refused transaction ``label``: not rolled back, or its statements'
+    files (``own_files``) left behind."""
+    problems = []
+    if mt.state != "rolled back":
+        problems.append(f"{label} was refused but its state is {mt.state!r}")
+    left = sorted(os.path.basename(f) for f in own_files if os.path.exists(f))
+    if left:
+        problems.append(f"{label} was refused but left the files its statements wrote: {left}")
+    return problems
 
 
 def start_transaction(log, snapshot):
@@ -419,11 +456,7 @@ def run_history(history: TxnHistory, level: str, mode: str, table_path: str, *, 
                 out.problems.append(f"{txn.label()} was refused ({type(e).__name__}) but the log moved from v{before} "
                                     f"to v{after}")
                 latest = after
-            if mt.state != "rolled back":
-                out.problems.append(f"{txn.label()} was refused but its state is {mt.state!r}")
-            left = sorted(os.path.basename(f) for f in own_files if os.path.exists(f))
-            if left:
-                out.problems.append(f"{txn.label()} was refused but left the files its statements wrote: {left}")
+            out.problems += refusal_problems(txn.label(), mt, own_files)
             continue
         after = _latest_version(table_path)
         if mt.state != "committed":
@@ -460,37 +493,35 @@ def run_history(history: TxnHistory, level: str, mode: str, table_path: str, *, 
 
 
 @dataclass
-class Verdict:
-    violations: list = field(default_factory=list)  # text: the history must not happen
-    refused: int = 0  # transactions refused
-    refused_readonly: int = 0  # ... of which had nothing to write
-    # a history with refusals: had every transaction been forced through, would it still be a
-    # serial execution allowed by the level (rows and every statement's result)? ...
-    false_conflict: Optional[bool] = None
-    forced_order: Optional[list] = None
-    false_conflict_rows_only: Optional[bool] = None  # ... comparing the final rows only
-    false_refusals: int = 0  # refused transactions that, forced through alone, left it serialisable
-    false_refusals_rows_only: int = 0
+class Verdict(model_tally.Verdict):
+    """``model_tally.Verdict`` on transactions: ``refused`` counts transactions."""
+    refused_readonly: int = 0  # refused transactions that had nothing to write
 
 
-def _labels(items) -> list:
-    return [x.label() for x in items]
+# the violations ``compare_with_model`` words: the log, the statements' reads
+MODEL_DIFFERS = ("the log does not hold the committed transactions' net effects: the model with the same decisions has "
+                 "log {log} and rows {final}",
+                 "the statements read other rows than the model's (its own writes, at its pin): model results "
+                 "{results}, nothing to commit: {noop}")
+
+
+def compare_with_model(v: Verdict, out, model, txns: Sequence, differs: tuple = MODEL_DIFFERS) -> None:
+    """The outcome ``out`` against the ``model`` run with the same decisions: the same
+    transactions committed in the same order, the same final rows, the same with nothing to
+    commit and every statement's result; ``differs`` words the violations (``MODEL_DIFFERS``)."""
+    log, reads = differs
+    if model.log != out.committed or model.order != out.order or model.final != out.final:
+        v.violations.append(log.format(log=_labels(txns[t] for t in model.log), final=model.final))
+    if sorted(model.noop) != sorted(out.noop) or model.results != out.results:
+        v.violations.append(reads.format(results=model.results, noop=_labels(txns[t] for t in model.noop)))
 
 
 def judge(history: TxnHistory, level: str, out: Outcome) -> Verdict:
-    v = Verdict()
-    v.violations += out.problems
+    v = Verdict(list(out.problems))
     initial = history.initial_rows
     txns = history.txns
-    if out.delta_rs is not None and out.delta_rs != out.final:
-        v.violations.append(f"delta-rs reads {out.delta_rs}, pyarrow + deletion vectors read {out.final}")
-    model = simulate(history, accepted=set(out.order))
-    if model.log != out.committed or model.order != out.order or model.final != out.final:
-        v.violations.append(f"the log does not hold the committed transactions' net effects: the model with the same "
-                            f"decisions has log {_labels(txns[t] for t in model.log)} and rows {model.final}")
-    if sorted(model.noop) != sorted(out.noop) or model.results != out.results:
-        v.violations.append(f"the statements read other rows than the model's (its own writes, at its pin): model "
-                            f"results {model.results}, nothing to commit: {_labels(txns[t] for t in model.noop)}")
+    v.compare_readers(out)
+    compare_with_model(v, out, simulate(history, accepted=set(out.order)), txns)
     committed = [txns[t] for t in out.order]  # those with nothing to write at their commit point
     results = {s.idx: out.results[s.idx] for t in committed for s in t.stmts}
     if serial_order(out.final, results, initial, committed, level) is None:
@@ -499,65 +530,46 @@ def judge(history: TxnHistory, level: str, out: Outcome) -> Verdict:
             f"the checker let through a history that is not {level}: no allowed serial order of the transactions "
             f"{_labels(committed)} ends with rows {out.final} and statement results {results} (log order gives rows "
             f"{rows}, results {got})")
-    v.refused = len(out.refused)
     v.refused_readonly = sum(t in out.noop for t in out.refused)
-    if out.refused:
-        forced = simulate(history)
-        forced_txns = [txns[t] for t in forced.order]
-        forced_results = {s.idx: forced.results[s.idx] for t in forced_txns for s in t.stmts}
-        order = serial_order(forced.final, forced_results, initial, forced_txns, level)
-        v.false_conflict = order is not None
-        v.forced_order = None if order is None else _labels(order)
-        v.false_conflict_rows_only = serial_order(forced.final, None, initial, forced_txns, level) is not None
-        for t in out.refused:
-            alone = simulate(history, accepted=set(out.order) | {t})
-            alone_txns = [txns[j] for j in alone.order]
-            alone_results = {s.idx: alone.results[s.idx] for j in alone_txns for s in j.stmts}
-            if serial_order(alone.final, alone_results, initial, alone_txns, level) is not None:
-                v.false_refusals += 1
-            if serial_order(alone.final, None, initial, alone_txns, level) is not None:
-                v.false_refusals_rows_only += 1
+
+    def order_of(run: ModelRun, results: bool) -> Optional[list]:
+        ran = [txns[t] for t in run.order]
+        want = {s.idx: run.results[s.idx] for t in ran for s in t.stmts} if results else None
+        return serial_order(run.final, want, initial, ran, level)
+
+    v.weigh_refusals(out.refused, functools.partial(simulate, history), set(out.order), order_of)
     return v
 
 
 @dataclass
-class Tally:
-    level: str
-    mode: str
-    histories: int = 0
-    accepted: int = 0  # histories where nothing was refused
-    refused: int = 0  # histories with at least one refusal
-    false_conflicts: int = 0  # ... where forcing everything through was still serialisable
-    false_conflicts_rows_only: int = 0
+class TransactionTally(model_tally.Tally):
+    """``model_tally.Tally`` of transactions: ``false_refusals`` counts refused transactions."""
     transactions: int = 0
     statements: int = 0
     committed_transactions: int = 0
-    multi_statement_commits: int = 0  # committed transactions of 2+ statements that wrote
     refused_transactions: int = 0
     refused_readonly: int = 0  # refused transactions that had nothing to write
-    false_refusals: int = 0
-    false_refusals_rows_only: int = 0
     noop_transactions: int = 0
-    row_level_commits: int = 0  # prepared real transactions checked per row
+    row_level_commits: int = 0  # commits checked per row
     file_level_commits: int = 0  # ... per file
-    file_level_by_insert: int = 0  # ... per file only because an INSERT (no reads) is not row level
-    refused_file_level_by_insert: int = 0  # refused transactions among those
-    exceptions: Counter = field(default_factory=Counter)
-    violations: list = field(default_factory=list)  # (seed, text)
-    false_examples: list = field(default_factory=list)  # (seed, text)
-    seconds: float = 0.0
-
-    @property
-    def ratio(self) -> float:
-        return self.false_conflicts / self.refused if self.refused else 0.0
-
-    @property
-    def ratio_rows_only(self) -> float:
-        return self.false_conflicts_rows_only / self.refused if self.refused else 0.0
 
     @property
     def transaction_ratio(self) -> float:
-        return self.false_refusals / self.refused_transactions if self.refused_transactions else 0.0
+        return share(self.false_refusals, self.refused_transactions)
+
+    def count(self, committed: int, out, verdict: Verdict) -> None:
+        """One judged history's ``committed`` transactions, those with nothing to commit and the refused ones."""
+        self.committed_transactions += committed
+        self.noop_transactions += len(out.noop)
+        self.refused_transactions += verdict.refused
+        self.refused_readonly += verdict.refused_readonly
+
+
+@dataclass
+class Tally(TransactionTally):
+    multi_statement_commits: int = 0  # committed transactions of 2+ statements that wrote
+    file_level_by_insert: int = 0  # real commits checked per file only because an INSERT (no reads) is not row level
+    refused_file_level_by_insert: int = 0  # refused transactions among those
 
     def summary(self) -> str:
         return (f"{self.level:17s} {self.mode:4s}: {self.histories} histories ({self.transactions} transactions, "
@@ -570,7 +582,7 @@ class Tally:
                 f"write), {self.noop_transactions} with nothing to commit; real commits checked per row "
                 f"{self.row_level_commits}, per file {self.file_level_commits} ({self.file_level_by_insert} only "
                 f"because of an INSERT, {self.refused_file_level_by_insert} of them refused); {self.seconds:.1f} s"
-                f"\n    refusals: {', '.join(f'{k} {n}' for k, n in sorted(self.exceptions.items())) or 'none'}")
+                + self.refusals_line())
 
 
 def seeds(count: int, base: int = 61) -> list:
@@ -590,61 +602,36 @@ def check_histories(level: str, mode: str, history_seeds: Iterable[int], workdir
                     keep_examples: int = 5, **generator) -> Tally:
     """Run and judge every history; never raises for a bad history (it lands in ``violations``
     with its seed and description), so one run reports all of them."""
-    tally = Tally(level, mode)
-    began = time.time()
-    for seed in history_seeds:
-        history = generate_history(seed, **generator)
-        path = os.path.join(tempfile.mkdtemp(prefix=f"txn-{level}-{mode}-{seed}-", dir=workdir), "t")
-        tally.histories += 1
-        tally.transactions += len(history.txns)
-        tally.statements += len(history.stmts)
-        try:
-            out = run_history(history, level, mode, path, delta_rs=delta_rs)
-        except Exception as e:  # anything but a named conflict at commit: report it with the history
-            tally.violations.append((seed, f"{history.describe()}\n  table: {path}\n  raised {type(e).__name__}: {e}"))
-            continue
-        verdict = judge(history, level, out)
-        tally.committed_transactions += len(out.committed)
-        tally.multi_statement_commits += sum(out.staged[t] >= 2 for t in out.committed)
-        tally.noop_transactions += len(out.noop)
-        tally.refused_transactions += verdict.refused
-        tally.refused_readonly += verdict.refused_readonly
-        tally.false_refusals += verdict.false_refusals
-        tally.false_refusals_rows_only += verdict.false_refusals_rows_only
-        for t, row_level in out.row_level.items():
-            if row_level:
-                tally.row_level_commits += 1
-            else:
-                tally.file_level_commits += 1
-                if mode != "off" and _file_level_by_insert(history, out, t):
-                    tally.file_level_by_insert += 1
-                    tally.refused_file_level_by_insert += t in out.refused
-        for why in out.refused.values():
-            tally.exceptions[why.split(":", 1)[0]] += 1
-        text = f"{history.describe()}\n{out.describe(history)}"
-        if verdict.violations:
-            tally.violations.append((seed, text + f"\n  table: {path}\n  VIOLATION: "
-                                     + "\n  VIOLATION: ".join(verdict.violations)))
-        else:
-            shutil.rmtree(os.path.dirname(path), ignore_errors=True)
-        if out.refused:
-            tally.refused += 1
-            tally.false_conflicts_rows_only += bool(verdict.false_conflict_rows_only)
-            if verdict.false_conflict:
-                tally.false_conflicts += 1
-                if len(tally.false_examples) < keep_examples:
-                    tally.false_examples.append(
-                        (seed, text + f"\n  forced through, equals the serial order {verdict.forced_order}"))
-        else:
-            tally.accepted += 1
-    tally.seconds = time.time() - began
+    with Tally(level, mode).timed() as tally:
+        for seed in history_seeds:
+            history = generate_history(seed, **generator)
+            path = os.path.join(tempfile.mkdtemp(prefix=f"txn-{level}-{mode}-{seed}-", dir=workdir), "t")
+            tally.histories += 1
+            tally.transactions += len(history.txns)
+            tally.statements += len(history.stmts)
+            try:
+                out = run_history(history, level, mode, path, delta_rs=delta_rs)
+            except Exception as e:  # anything but a named conflict at commit: report it with the history
+                tally.violations.append((seed, f"{history.describe()}\n  table: {path}\n  raised "
+                                         f"{type(e).__name__}: {e}"))
+                continue
+            verdict = judge(history, level, out)
+            tally.count(len(out.committed), out, verdict)
+            tally.multi_statement_commits += sum(out.staged[t] >= 2 for t in out.committed)
+            for t, row_level in out.row_level.items():
+                if row_level:
+                    tally.row_level_commits += 1
+                else:
+                    tally.file_level_commits += 1
+                    if mode != "off" and _file_level_by_insert(history, out, t):
+                        tally.file_level_by_insert += 1
+                        tally.refused_file_level_by_insert += t in out.refused
+            text = f"{history.describe()}\n{out.describe(history)}"
+            tally.add(seed, text, verdict, out.refused, f"table: {path}", os.path.dirname(path), keep_examples)
     return tally
 
 
 def replay(seed: int, level: str, mode: str, workdir: str, **generator) -> str:
     """One history, run and judged, as text (for a failure's seed)."""
-    history = generate_history(seed, **generator)
-    out = run_history(history, level, mode, os.path.join(tempfile.mkdtemp(prefix=f"replay-txn-{seed}-", dir=workdir), "t"))
-    verdict = judge(history, level, out)
-    return (f"{level} / rowLevelConcurrency={mode}\n{history.describe()}\n{out.describe(history)}\n"
-            f"  verdict: {verdict}")
+    where = os.path.join(tempfile.mkdtemp(prefix=f"replay-txn-{seed}-", dir=workdir), "t")
+    return model_tally.replay(generate_history, run_history, judge, seed, level, mode, where, **generator)

@@ -44,6 +44,7 @@ from isolde.executor.log.actions import RemoveFile
 import pytest
 
 from tests.helpers import row_model as M
+from tests.helpers.model_tally import Tallies, assert_false_conflicts
 from tests.helpers.row_model import (MERGE, DELETE, INSERT, MOVE, OPTIMIZE, PURGE, RESTORE, SERIALIZABLE, SWEEP, UPDATE,
                         UPDATE2, WRITE_SERIALIZABLE, ZORDER, History, Stmt)
 
@@ -64,39 +65,15 @@ SLOW_NEW_MOVES = 150  # per generator, level and mode
 MAX_ROW_LEVEL_FALSE = 0.10
 MIN_REFUSED = 5  # fewer refused histories than this and a ratio says nothing
 
-_tallies: dict = {}
-
-
-def _tally(tmp_path_factory, level: str, mode: str, count: int, base: int, **generator) -> M.Tally:
-    """The judged histories of one (level, mode), computed once per session."""
-    key = (level, mode, count, base, tuple(sorted(generator.items())))
-    if key not in _tallies:
-        workdir = str(tmp_path_factory.mktemp(f"model-{level}-{mode}"))
-        tally = _tallies[key] = M.check_histories(level, mode, M.seeds(count, base), workdir, **generator)
-        note = f" ({', '.join(f'{k}={v}' for k, v in generator.items())})" if generator else ""
-        print(f"\n[row model, seeds {base}xxxxxx{note}] {tally.summary()}")
-    return _tallies[key]
-
-
-def _replay_hint(tally: M.Tally, seed: int, generator: dict) -> str:
-    extra = "".join(f", {k}={v!r}" for k, v in generator.items())
-    return (f"replay: python -c \"from tests.helpers.row_model import replay; "
-            f"print(replay({seed}, {tally.level!r}, {tally.mode!r}, '/tmp'{extra}))\"")
-
-
-def _assert_no_violations(tally: M.Tally, generator: dict) -> None:
-    if tally.violations:
-        shown = "\n\n".join(f"{text}\n  {_replay_hint(tally, seed, generator)}" for seed, text in tally.violations[:3])
-        pytest.fail(f"{len(tally.violations)} of {tally.histories} histories under {tally.level}, "
-                    f"isolde.rowLevelConcurrency={tally.mode} are not serialisable (first {min(3, len(tally.violations))}):"
-                    f"\n\n{shown}", pytrace=False)
+_tally = Tallies(M, "row model", "model")  # the judged histories of one (level, mode), once per session
+_assert_no_violations = _tally.assert_no_violations
 
 
 def _assert_optimize_never_loses(tally: M.Tally, generator: dict, min_crossings: int = 1) -> None:
     """Deletion vectors carried through the compaction: OPTIMIZE and DML never refuse each other."""
     assert tally.optimize_histories, "no history held an OPTIMIZE"
     if tally.optimize_refused_by_dml or tally.dml_refused_by_optimize:
-        shown = "\n\n".join(f"{text}\n  {_replay_hint(tally, seed, generator)}" for seed, text in tally.optimize_examples[:3])
+        shown = _tally.first(tally, tally.optimize_examples, generator)
         pytest.fail(f"under {tally.level}, isolde.rowLevelConcurrency={tally.mode}: {tally.optimize_refused_by_dml} "
                     f"OPTIMIZE refused by a DML winner, {tally.dml_refused_by_optimize} DML statements refused by an "
                     f"OPTIMIZE winner\n{tally.summary()}\n\n{shown}", pytrace=False)
@@ -105,14 +82,7 @@ def _assert_optimize_never_loses(tally: M.Tally, generator: dict, min_crossings:
 
 
 def _assert_false_conflicts(row: M.Tally, file: M.Tally) -> None:
-    assert row.refused >= MIN_REFUSED and file.refused >= MIN_REFUSED, (
-        f"too few refused histories to measure false conflicts: {row.summary()}\n{file.summary()}")
-    examples = "\n\n".join(text for _, text in row.false_examples)
-    assert row.ratio <= MAX_ROW_LEVEL_FALSE, (
-        f"row level refused {row.false_conflicts} of {row.refused} histories needlessly ({row.ratio:.1%}; at most "
-        f"{MAX_ROW_LEVEL_FALSE:.0%} allowed):\n{row.summary()}\n\n{examples}")
-    # the measurement discriminates: the file-level rules refuse needlessly more often
-    assert file.ratio > row.ratio, f"file level is not worse than row level?\n{row.summary()}\n{file.summary()}"
+    assert_false_conflicts(row, file, MAX_ROW_LEVEL_FALSE, MIN_REFUSED)
 
 
 # --------------------------------------------------------------------------- the model itself

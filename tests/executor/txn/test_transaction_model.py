@@ -44,6 +44,7 @@ from isolde.executor.txn.multi_statement import MultiStatementTransaction
 
 from tests.helpers import row_model as R
 from tests.helpers import transaction_model as M
+from tests.helpers.model_tally import Tallies, assert_false_conflicts
 from tests.helpers.row_model import DELETE, INSERT, MERGE, SERIALIZABLE, UPDATE, WRITE_SERIALIZABLE, Stmt
 from tests.helpers.transaction_model import Txn, TxnHistory
 
@@ -61,43 +62,12 @@ DEFECT_HUNT = {"reuse": 0.6, "own": 0.1}  # keys collide across transactions mos
 MAX_ROW_LEVEL_FALSE = 0.10
 MIN_REFUSED = 5
 
-_tallies: dict = {}
-
-
-def _tally(tmp_path_factory, level: str, mode: str, count: int, base: int, **generator) -> M.Tally:
-    """The judged histories of one (level, mode), computed once per session."""
-    key = (level, mode, count, base, tuple(sorted(generator.items())))
-    if key not in _tallies:
-        workdir = str(tmp_path_factory.mktemp(f"txn-model-{level}-{mode}"))
-        tally = _tallies[key] = M.check_histories(level, mode, M.seeds(count, base), workdir, **generator)
-        note = f" ({', '.join(f'{k}={v}' for k, v in generator.items())})" if generator else ""
-        print(f"\n[transaction model, seeds {base}xxxxxx{note}] {tally.summary()}")
-    return _tallies[key]
-
-
-def _replay_hint(tally: M.Tally, seed: int, generator: dict) -> str:
-    extra = "".join(f", {k}={v!r}" for k, v in generator.items())
-    return (f"replay: python -c \"from tests.helpers.transaction_model import replay; "
-            f"print(replay({seed}, {tally.level!r}, {tally.mode!r}, '/tmp'{extra}))\"")
-
-
-def _assert_no_violations(tally: M.Tally, generator: dict) -> None:
-    if tally.violations:
-        shown = "\n\n".join(f"{text}\n  {_replay_hint(tally, seed, generator)}" for seed, text in tally.violations[:3])
-        pytest.fail(f"{len(tally.violations)} of {tally.histories} histories under {tally.level}, "
-                    f"isolde.rowLevelConcurrency={tally.mode} are not serialisable (first "
-                    f"{min(3, len(tally.violations))}):\n\n{shown}", pytrace=False)
+_tally = Tallies(M, "transaction model", "txn-model")  # the judged histories of one (level, mode), once per session
+_assert_no_violations = _tally.assert_no_violations
 
 
 def _assert_false_conflicts(row: M.Tally, file: M.Tally) -> None:
-    assert row.refused >= MIN_REFUSED and file.refused >= MIN_REFUSED, (
-        f"too few refused histories to measure false conflicts: {row.summary()}\n{file.summary()}")
-    examples = "\n\n".join(text for _, text in row.false_examples)
-    assert row.ratio <= MAX_ROW_LEVEL_FALSE, (
-        f"row level refused {row.false_conflicts} of {row.refused} histories needlessly ({row.ratio:.1%}; at most "
-        f"{MAX_ROW_LEVEL_FALSE:.0%} allowed):\n{row.summary()}\n\n{examples}")
-    # the measurement discriminates: the file-level rules refuse needlessly more often
-    assert file.ratio > row.ratio, f"file level is not worse than row level?\n{row.summary()}\n{file.summary()}"
+    assert_false_conflicts(row, file, MAX_ROW_LEVEL_FALSE, MIN_REFUSED)
 
 
 # --------------------------------------------------------------------------- hand-made histories
@@ -177,9 +147,7 @@ def test_histories_are_reproducible_and_varied():
     own = [h for h in histories if any(len({s.key for s in t.stmts}) < len(t.stmts) for t in h.txns)]
     assert len(own) >= 50, len(own)
     for h in histories:  # every transaction starts, runs its statements, commits, in that order
-        for t in h.txns:
-            evs = [ev for ev, j in h.schedule if j == t.idx]
-            assert evs == ["start"] + ["run"] * (len(t.stmts) - 1) + ["commit"]
+        assert M.events_by_transaction(h) == {t.idx: M.events(len(t.stmts)) for t in h.txns}
 
 
 # real logs: the four cases of the brief, and more
