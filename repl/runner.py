@@ -67,6 +67,8 @@ class SessionHolder:
     def _open(self) -> None:
         try:
             session = self.factory(**self.connect_kwargs)
+            if hasattr(session, "driver_reads"):
+                session.driver_reads = True  # a first look at a table need not wait for Spark
             starter = getattr(session, "start", None)
             if callable(starter):
                 starter()  # (returns at once; pyspark imported by then, see Session.start)

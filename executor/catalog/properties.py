@@ -271,6 +271,18 @@ def split_feature_properties(props: Mapping[str, str]) -> tuple[dict[str, str], 
     return conf, features, min_reader, min_writer
 
 
+def without_protocol_properties(config: Mapping[str, str]) -> dict[str, str]:
+    """``config`` without ``delta.feature.X`` and ``delta.min{Reader,Writer}Version``: they only ask
+    for a protocol, and Delta keeps them out of the metadata it writes (a Delta writer's next
+    metadata would otherwise drop them, which reads as a concurrent property change)."""
+    return {k: v for k, v in config.items() if not is_protocol_property(k)}
+
+
+def is_protocol_property(key: str) -> bool:
+    lower = key.lower()
+    return lower.startswith(FEATURE_PREFIX) or lower in ("delta.minreaderversion", "delta.minwriterversion")
+
+
 def _version(key: str, value: str, maximum: int) -> int:
     try:
         number = int(value)

@@ -102,6 +102,8 @@ def set_tblproperties(ctx, stmt: ast.SetTblProperties):
         raise AnalysisError("SET TBLPROPERTIES needs at least one property.")
     validated = P.validate_new_properties(raw)
     conf, features, min_reader, min_writer = P.split_feature_properties(validated)
+    if _backfill_row_ids_first(ctx, handle, snap, conf):
+        handle, txn, snap = _begin(ctx, stmt.table)  # the property is set over the backfilled table
     refused = sorted(f for f in features if f not in _SETTABLE_FEATURES)
     if refused:
         raise InvalidPropertyError(
@@ -129,6 +131,30 @@ def set_tblproperties(ctx, stmt: ast.SetTblProperties):
                                writer=features, min_reader=min_reader, min_writer=min_writer)
     actions = _protocol_actions(snap, protocol) + [metadata]
     return prepared_log_write(handle, txn, "SET TBLPROPERTIES", actions, {"properties": validated})
+
+
+def _backfill_row_ids_first(ctx, handle, snapshot, new: dict) -> bool:
+    """Enabling row tracking on a table that has files, in Delta's order (its
+    RowTrackingBackfillCommand): first a commit named ROW TRACKING BACKFILL that adds the feature
+    to the protocol and re-adds every live file with its base row id (dataChange=false), then the
+    property in a commit of its own. A Delta writer racing either lets its own statement commit
+    over them (its checker skips a backfill's re-added files, and tolerates a metadata change that
+    only enables row tracking); one commit holding both read to it as files added under its read,
+    and failed it. Inside BEGIN ... COMMIT the transaction's one commit does both. True when the
+    backfill was committed (the caller reads the table again)."""
+    enabling = any(k.lower() == "delta.enablerowtracking" and str(v).lower() == "true" for k, v in new.items())
+    if not enabling or getattr(getattr(ctx, "session", None), "active_transaction", None) is not None:
+        return False
+    current = {k.lower(): str(v).lower() for k, v in snapshot.metadata.configuration.items()}
+    files = snapshot.all_files
+    supported = "rowTracking" in (snapshot.protocol.writer_features or ())
+    if current.get("delta.enablerowtracking") == "true" or not files or \
+            (supported and all(f.base_row_id is not None for f in files)):
+        return False
+    txn = ctx.start_transaction(handle.log)
+    protocol = P.protocol_with(txn.snapshot.protocol, writer={"rowTracking", "domainMetadata"})
+    P.txn_commit(txn, _protocol_actions(txn.snapshot, protocol), "ROW TRACKING BACKFILL", {"batchId": "0"}, {})
+    return True
 
 
 def _name_mapping_upgrade(metadata, configuration: dict, new: dict) -> dict:

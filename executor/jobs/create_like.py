@@ -122,6 +122,7 @@ def run_create_table_like(ctx, stmt: ast.CreateTableLike):
     if clustering and not any(k.lower() == "delta.enablerowtracking" for k in config):
         config["delta.enableRowTracking"] = "true"  # as CREATE TABLE ... CLUSTER BY does
     protocol = build_protocol(struct, config, bool(clustering), min_reader, min_writer)
+    config = P.without_protocol_properties(config)  # they are the protocol's now, as Delta keeps them
     if src_protocol is not None:
         protocol = P.merge_protocols(protocol, src_protocol)
     metadata = Metadata(schema_string=S.struct_to_delta(struct), partition_columns=tuple(partition_cols),

@@ -24,6 +24,7 @@ import json
 from pyspark.sql import types as T
 
 from isolde.errors import AnalysisError, InvalidPropertyError, TableAlreadyExistsError, TableNotFoundError
+from ..catalog import properties as P
 from ..catalog import schema as S
 from ..catalog import variant
 from ..catalog.warehouse import check_identifier, foreign_entries, has_commits
@@ -253,6 +254,7 @@ def run_create_table(ctx, stmt: ast.CreateTable):
         check_types(struct, partition_cols, handle.name)  # IcebergCompatV2's type allow-list
     struct = with_column_mapping(struct, config)
     protocol = build_protocol(struct, config, bool(cluster_cols), min_reader, min_writer)
+    config = P.without_protocol_properties(config)  # they are the protocol's now, as Delta keeps them
     existing_meta = None
     if data_exists:
         existing_meta = handle.log.snapshot().metadata
@@ -361,4 +363,4 @@ def run_drop_table(ctx, stmt: ast.DropTable) -> QueryResult:
 run_drop_table.needs_spark = False
 # a plain CREATE TABLE only writes the log: it runs before Spark is up (the REPL starts Spark
 # in the background); CTAS needs Spark
-run_create_table.needs_spark = lambda stmt: stmt.query is not None
+run_create_table.needs_spark = lambda stmt, session=None: stmt.query is not None

@@ -371,5 +371,5 @@ def drop_feature(ctx, stmt: ast.DropFeature):
     return prepared
 
 
-drop_feature.needs_spark = lambda stmt: stmt.feature.lower() in ("deletionvectors", "typewidening",
-                                                                  "typewidening-preview")
+drop_feature.needs_spark = lambda stmt, session=None: stmt.feature.lower() in ("deletionvectors", "typewidening",
+                                                                                "typewidening-preview")

@@ -20,7 +20,7 @@ from typing import Optional
 import sqlglot.expressions as exp
 
 from isolde.errors import AnalysisError
-from . import executes
+from . import driver_query, executes
 from ..session.results import QueryResult
 from ..catalog.table_binding import bind_tables
 from ..rows.target_reads import statement_reads_target
@@ -102,7 +102,14 @@ def run_query(ctx, query) -> QueryResult:
 
 @executes(ast.Select)
 def run_select(ctx, stmt: ast.Select) -> QueryResult:
+    if not ctx.needs_spark:  # a plain look at a table while Spark starts (driver_query.py)
+        result = driver_query.run(ctx, stmt)
+        if result is not None:
+            return result
     return run_query(ctx, stmt.query)
+
+
+run_select.needs_spark = driver_query.needs_spark
 
 
 def _describe_reads(bound: BoundQuery) -> list[str]:

@@ -41,4 +41,4 @@ def run_atomic(ctx, stmt: ast.AtomicBlock):
 
 for _runner in (run_begin, run_commit, run_rollback):
     _runner.needs_spark = False
-run_atomic.needs_spark = lambda stmt: bool(stmt.statements)
+run_atomic.needs_spark = lambda stmt, session=None: bool(stmt.statements)

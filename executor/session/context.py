@@ -135,6 +135,8 @@ class ExecutionContext:
         self.statement = statement
         self.metrics: dict = {}
         self.write_options: dict = {}  # a DataFrame writer's options (txnAppId, txnVersion)
+        # False when the statement runs without Spark (its runner's ``needs_spark``, decided once)
+        self.needs_spark = True
 
     @property
     def spark(self):

@@ -91,6 +91,9 @@ class Session:
         self.last_metrics: dict = {}
         # the open BEGIN ... COMMIT (executor/session/transactions.py), or None
         self.active_transaction = None
+        # answer a plain look at a table (SELECT * FROM t LIMIT 10) on the driver while Spark is
+        # still starting (executor/jobs/driver_query.py); the REPL and scripts turn it on
+        self.driver_reads = False
         self._warm_up_wanted = warm_up  # executor/runtime/warmup.py, once Spark is up
         self.warm_up = None
         if spark is not None:
@@ -186,7 +189,7 @@ class Session:
             runner = EXECUTORS.get(type(one))
             needs = getattr(runner, "needs_spark", True) if runner is not None else True
             if callable(needs):
-                needs = needs(one)
+                needs = needs(one, self)
             if needs:
                 return True
         return False
@@ -381,7 +384,8 @@ class Session:
         started = time.perf_counter()
         needs_spark = getattr(runner, "needs_spark", True)
         if callable(needs_spark):
-            needs_spark = needs_spark(stmt)
+            needs_spark = needs_spark(stmt, self)
+        ctx.needs_spark = bool(needs_spark)
         if needs_spark:
             self._set_job_group(group, stmt)
         try:

@@ -74,7 +74,7 @@ def partition_array(value: Optional[str], arrow_type: pa.DataType, n: int) -> pa
     return pa.repeat(typed[0], n)
 
 
-def _conform(arr: pa.Array, column: Optional[Column], arrow_type: pa.DataType) -> pa.Array:
+def conform_array(arr: pa.Array, column: Optional[Column], arrow_type: pa.DataType) -> pa.Array:
     """``arr`` (a file column) renamed to logical field names and cast to ``arrow_type``."""
     if pa.types.is_struct(arrow_type) and pa.types.is_struct(arr.type):
         by_name = {c.name: c for c in (column.children if column else ())}
@@ -85,13 +85,13 @@ def _conform(arr: pa.Array, column: Optional[Column], arrow_type: pa.DataType) -
             spec = by_name.get(target.name)
             physical = spec.physical if spec else target.name
             if physical in present:
-                children.append(_conform(arr.field(present[physical]), spec, target.type))
+                children.append(conform_array(arr.field(present[physical]), spec, target.type))
             else:
                 children.append(pa.nulls(len(arr), target.type))
         mask = arr.is_null() if arr.null_count else None
         return pa.StructArray.from_arrays(children, fields=list(arrow_type), mask=mask)
     if pa.types.is_list(arrow_type) and pa.types.is_list(arr.type) and column is not None and column.children:
-        values = _conform(arr.values, column, arrow_type.value_type)
+        values = conform_array(arr.values, column, arrow_type.value_type)
         mask = arr.is_null() if arr.null_count else None
         return pa.ListArray.from_arrays(arr.offsets, values, type=arrow_type, mask=mask)
     return arr if arr.type == arrow_type else arr.cast(arrow_type)
@@ -109,7 +109,7 @@ def read_file(table_path: str, add: AddFile, columns: list[Column], schema: pa.S
             value = pv.get(column.physical, pv.get(column.name))
             arrays.append(partition_array(value, target.type, n))
         elif column.physical in names:
-            arrays.append(_conform(data.column(column.physical).combine_chunks(), column, target.type))
+            arrays.append(conform_array(data.column(column.physical).combine_chunks(), column, target.type))
         else:  # added to the table after this file was written
             arrays.append(pa.nulls(n, target.type))
     table = pa.Table.from_arrays(arrays, schema=schema)

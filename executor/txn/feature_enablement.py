@@ -114,6 +114,28 @@ def _schema_core(node, name_mapping: bool):
     return out
 
 
+def _table_properties(configuration: dict) -> dict:
+    from ..catalog.properties import is_protocol_property
+
+    return {k: v for k, v in (configuration or {}).items() if not is_protocol_property(k)}
+
+
+def identity_only_update(read: Metadata | None, new: Metadata) -> bool:
+    """Does ``new`` differ from ``read`` only in identity high-water marks? Such a commit is tagged
+    ``delta.identity.schemaUpdate`` (Delta's IDENTITY_COMMITINFO_TAG), by which Delta's checker lets
+    a concurrent transaction that changes no metadata commit over it."""
+    if read is None or read.schema_string == new.schema_string:
+        return False
+    if (read.id, read.name, read.description, read.format_provider, tuple(read.partition_columns),
+            read.configuration) != (new.id, new.name, new.description, new.format_provider,
+                                    tuple(new.partition_columns), new.configuration):
+        return False
+    return _schema_core(json.loads(new.schema_string), False) == _schema_core(json.loads(read.schema_string), False)
+
+
+IDENTITY_TAG = "delta.identity.schemaUpdate"
+
+
 def metadata_change_conflicts(read: Metadata | None, winner: Metadata, protocol: Protocol | None) -> str | None:
     """Why a winner's metadata fails a transaction that read ``read`` and changes no metadata
     itself (None: the winner only enabled features the transaction's commit already honours).
@@ -123,7 +145,9 @@ def metadata_change_conflicts(read: Metadata | None, winner: Metadata, protocol:
     if (read.id, read.name, read.description, read.format_provider, tuple(read.partition_columns)) != \
             (winner.id, winner.name, winner.description, winner.format_provider, tuple(winner.partition_columns)):
         return "The winning commit changed the table's identity, description or partitioning."
-    before, after = read.configuration, winner.configuration
+    # delta.feature.X / delta.min*Version only ask for a protocol (the protocol check judges that):
+    # Delta drops them from the metadata it writes, which is no change of a property
+    before, after = _table_properties(read.configuration), _table_properties(winner.configuration)
     if set(before) - set(after):
         return f"The winning commit removed the table properties {', '.join(sorted(set(before) - set(after)))}."
     features = protocol_features(protocol)

@@ -58,7 +58,7 @@ from .conflicts import (
 from .compaction import LAYOUT_TAG, carry_own_changes, carry_winner_deletes
 from .row_id_layout import STABLE_IDS_TAG
 from .statement_scope import scope_flags
-from . import row_tracking
+from . import feature_enablement, row_tracking
 from .predicates import Predicate
 from .row_level import (
     DEFAULT_BUDGET_ROWS,
@@ -325,6 +325,10 @@ class OptimisticTransaction:
         if self._row_ids is not None and row_tracking.enabled(self._metadata_after(actions)):
             preserved = row_tracking.preserved(actions, self.row_ids_preserved)
             info.extra["tags"] = {**info.extra.get("tags", {}), row_tracking.PRESERVED_TAG: str(preserved).lower()}
+        new_metadata = next((a for a in actions if isinstance(a, Metadata)), None)
+        if new_metadata is not None and feature_enablement.identity_only_update(self.snapshot.metadata, new_metadata):
+            # Delta's checker lets a writer that changes no metadata commit over such a commit
+            info.extra["tags"] = {**info.extra.get("tags", {}), feature_enablement.IDENTITY_TAG: "true"}
         user_metadata = user_metadata if user_metadata is not None else self.user_metadata
         if user_metadata is not None:
             info.extra["userMetadata"] = user_metadata

@@ -105,11 +105,17 @@ def _types(sc: Scenario, cols: list[str]):
     return [(c, types[c]) for c in cols]
 
 
-def run_delta(spark, sc: Scenario, path: str) -> Result:
+def _delta_table(spark, sc: Scenario, path: str, tag: str) -> str:
+    """The scenario's table made by Delta-Spark at ``path``; its name for Delta's statements."""
     t = ref(path)
     spark.sql(_ddl(sc, t, " USING delta")).collect()
-    for stmt in _file_statements(spark, sc, "d") + list(sc.setup):
+    for stmt in _file_statements(spark, sc, tag) + list(sc.setup):
         spark.sql(stmt.format(t=t)).collect()
+    return t
+
+
+def run_delta(spark, sc: Scenario, path: str) -> Result:
+    t = _delta_table(spark, sc, path, "d")
 
     def winners():
         for stmt in sc.winners:
@@ -139,6 +145,41 @@ def run_isolde(session, spark, sc: Scenario, path_of=None) -> Result:
         rows = sorted_rows(spark.sql(f"SELECT {sc.cols} FROM {ref(path_of(session, 't'))}").collect())
     else:
         rows = sorted_rows(session.sql(f"SELECT {sc.cols} FROM t").collect())
+    return Result(error, rows)
+
+
+def run_delta_loses_to_isolde(spark, session, sc: Scenario, path: str) -> Result:
+    """Delta's T1 (under its observer) with isolde's statements as the winners: Delta's checker
+    judges the actions isolde wrote. The table is Delta's; isolde names it by its path."""
+    t = _delta_table(spark, sc, path, "m")
+
+    def winners():
+        for stmt in sc.winners:
+            session.execute(stmt.format(t=t))
+
+    out = run_interleaved(spark, sc.t1.format(t=t), winners)
+    assert out.reached_commit, f"Delta's T1 never reached its commit: {out.error}"
+    rows = sorted_rows(spark.sql(f"SELECT {sc.cols} FROM {t}").collect())
+    return Result(out.error, rows)
+
+
+def run_isolde_loses_to_delta(session, spark, sc: Scenario, path_of) -> Result:
+    """isolde's T1 (prepared) with Delta-Spark's statements as the winners: isolde's checker
+    judges the actions Delta wrote. The table is isolde's; Delta names it by its path."""
+    session.execute(_ddl(sc, "t", ""))
+    for stmt in _file_statements(spark, sc, "n") + list(sc.setup):
+        session.execute(stmt.format(t="t"))
+    t = ref(path_of(session, "t"))
+    prepared = session.prepare(sc.t1.format(t="t"))
+    for stmt in sc.winners:
+        spark.sql(stmt.format(t=t)).collect()
+    error = None
+    try:
+        prepared.commit()
+    except Exception as exc:  # the class name is the answer
+        error = error_class(exc)
+    rows = sorted_rows(spark.sql(f"SELECT {sc.cols} FROM {t}").collect()) if "_metadata" in sc.cols \
+        else sorted_rows(session.sql(f"SELECT {sc.cols} FROM t").collect())
     return Result(error, rows)
 
 
@@ -343,3 +384,53 @@ CORE = {"disjoint_partitions", "read_partition_appended_default_level", "same_fi
 
 SCENARIOS = [replace(sc, **DIFFERENCES.get(sc.name, {}), isolde_bug=BUGS.get(sc.name, ""),
                      long=sc.name not in CORE) for sc in SCENARIOS]
+
+
+# --- the engines mixed (tests/reference/test_mixed_conflicts.py) ------------------------------
+
+@dataclass(frozen=True)
+class MixedExpectations:
+    """Where a mixed run's answer is not the loser engine's answer against its own winners
+    (each with its reason), which scenarios run in make test, and which cannot run."""
+
+    delta_t1: dict  # name -> (outcome, rows) of Delta's T1 against isolde's winners
+    isolde_t1: dict  # name -> (outcome, rows) of isolde's T1 against Delta's winners
+    reasons: dict  # name -> why
+    core: frozenset
+    isolde_winner_not_run: dict  # name -> the missing thing
+
+
+_NO_OP_SYNC = ("isolde's SYNC IDENTITY that moves no high-water mark commits nothing (see DIFFERENCES): "
+               "there is no winner, so Delta's T1 commits")
+_DELTA_SYNC = ("Delta's SYNC IDENTITY writes its metadata commit even when the mark does not move; isolde, "
+               "as the loser, answers what Delta answers against it (a T1 that changes metadata itself fails)")
+_FOREIGN_COMPACTION = ("isolde carries a concurrent deletion vector over only through its own compaction, "
+                       "whose layout tag maps rows to their new places; a Delta OPTIMIZE that rewrote the file "
+                       "T1 changes is a conflict (both removed it), as Delta itself answers (with another class)")
+_BY_NAME = {sc.name: sc for sc in SCENARIOS}
+MIXED = MixedExpectations(
+    delta_t1={
+        **{name: (None, rows) for name, rows in (
+            ("identity_generatedId_vs_syncIdentity", ((1, 1),)), ("identity_syncIdentity_vs_syncIdentity", ()),
+            ("identity_rowTrackingEnablement_vs_syncIdentity", ()),
+            ("identity_otherMetadataUpdate_vs_syncIdentity", ()))},
+    },
+    isolde_t1={
+        **{name: (_BY_NAME[name].expect, _BY_NAME[name].rows) for name in (
+            "identity_generatedId_vs_syncIdentity", "identity_rowTrackingEnablement_vs_syncIdentity",
+            "identity_otherMetadataUpdate_vs_syncIdentity")},
+        "dv_delete_vs_optimize": ("ConcurrentDeleteDeleteException", ((1, 0), (2, 0), (3, 0))),
+        "rt_update_vs_optimize": ("ConcurrentDeleteDeleteException", ((1, 0, 0), (2, 0, 1), (3, 0, 2))),
+    },
+    reasons={
+        **{f"delta_t1/identity_{cur}_vs_syncIdentity": _NO_OP_SYNC
+           for cur in ("generatedId", "syncIdentity", "rowTrackingEnablement", "otherMetadataUpdate")},
+        **{f"isolde_t1/identity_{cur}_vs_syncIdentity": _DELTA_SYNC
+           for cur in ("generatedId", "rowTrackingEnablement", "otherMetadataUpdate")},
+        "isolde_t1/dv_delete_vs_optimize": _FOREIGN_COMPACTION,
+        "isolde_t1/rt_update_vs_optimize": _FOREIGN_COMPACTION,
+    },
+    core=frozenset(CORE | {"optimize_vs_concurrent_append", "optimize_vs_delete_same_file", "optimize_vs_optimize",
+                           "rt_optimize_vs_dv_delete", "dv_delete_vs_optimize", "delete_vs_enable_row_tracking",
+                           "identity_noMetadataUpdate_vs_generatedId"}),
+    isolde_winner_not_run={})

@@ -23,6 +23,7 @@ the accounts is constant in every snapshot a reader saw.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -43,6 +44,9 @@ START = 100
 LEDGER = 1_000_000  # writer n's ledger ids: (n + 1) * LEDGER + its sequence number
 
 
+_SERIAL = itertools.count()
+
+
 class Worker:
     """One engine's worker process: ``call(cmd, **args)`` sends a command and waits for its reply;
     ``send`` / ``reply`` split the two when the test acts while the worker is busy."""
@@ -52,7 +56,7 @@ class Worker:
                    ISOLDE_DRIVER_MEMORY=os.environ.get("ISOLDE_WORKER_MEMORY", "1g"), PYTHONUNBUFFERED="1",
                    SPARK_LOCAL_IP="127.0.0.1")
         self.engine = engine
-        self.err_path = os.path.join(log_dir, f"{engine}.err")
+        self.err_path = os.path.join(log_dir, f"{engine}-{next(_SERIAL)}.err")  # several per engine
         self.proc = subprocess.Popen([sys.executable, WORKER, engine, warehouse], env=env, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=open(self.err_path, "w"), text=True,
                                      bufsize=1, start_new_session=True)

@@ -284,20 +284,33 @@ LONG = [M.BankConfig(False, True, "Serializable"), M.BankConfig(True, True, "Ser
         M.BankConfig(False, False, "Serializable")]
 
 
-def run_bank(workers: Engines, config: M.BankConfig, seconds: float) -> tuple[list, dict]:
-    table = "bank_" + config.name.replace("-", "_").lower()
+def run_bank(workers: Engines, config: M.BankConfig, seconds: float, per_engine: int = 1) -> tuple[list, dict]:
+    """The bank race; ``per_engine`` writer processes of each engine (more than one: extra worker
+    processes, each its own JVM, started here and closed after)."""
+    table = "bank_" + config.name.replace("-", "_").lower() + (f"_x{per_engine}" if per_engine > 1 else "")
     path = workers.path(table)
     workers.ok("isolde", config.ddl("{t}"), table)
     workers.ok("isolde", config.fill("{t}"), table)
     base = 1
-    outs = {e: os.path.join(workers.root, f"{table}.{e}.jsonl") for e in ("isolde", "delta")}
+    extra = [M.Worker(e, workers.warehouse, workers.root) for _ in range(per_engine - 1) for e in ("isolde", "delta")]
+    try:
+        writers = [("isolde", workers.iso), ("delta", workers.dl)] + [(w.engine, w.started()) for w in extra]
+        return _bank_race(workers, config, seconds, table, path, base, writers)
+    finally:
+        for w in extra:
+            w.close()
+
+
+def _bank_race(workers: Engines, config: M.BankConfig, seconds: float, table: str, path: str, base: int,
+               writers: list) -> tuple[list, dict]:
+    outs = [os.path.join(workers.root, f"{table}.{engine}{n}.jsonl") for n, (engine, _) in enumerate(writers)]
     start_at = time.time() + 1.0
-    for n, (engine, worker) in enumerate((("isolde", workers.iso), ("delta", workers.dl))):
+    for n, (engine, worker) in enumerate(writers):
         name = table if engine == "isolde" else ref(path)
         worker.send("bank", args={"table": name, "seconds": seconds, "start_at": start_at, "writer": n,
                                   "pause": 2.0 if engine == "isolde" else 0.0, "cap": 3 * seconds,
-                                  "markers": [f"{outs[e]}.committed" for e in ("isolde", "delta")],
-                                  "seed": zlib.crc32(f"{config.name}/{n}".encode()), "out": outs[engine]})
+                                  "markers": [f"{out}.committed" for out in outs],
+                                  "seed": zlib.crc32(f"{config.name}/{n}".encode()), "out": outs[n]})
     sums: list = []
     done = threading.Event()
 
@@ -310,17 +323,17 @@ def run_bank(workers: Engines, config: M.BankConfig, seconds: float) -> tuple[li
     watcher = threading.Thread(target=reader)
     watcher.start()
     try:
-        replies = {"isolde": workers.iso.reply(seconds + 240), "delta": workers.dl.reply(seconds + 240)}
+        replies = [worker.reply(3 * seconds + 240) for _, worker in writers]
     finally:
         done.set()
         watcher.join()
-    assert all(r["ok"] for r in replies.values()), replies
+    assert all(r["ok"] for r in replies), replies
     cols = "id, branch, balance, last"
     sql = f"SELECT {cols} FROM {{t}}"
     readers = {"isolde": sorted_rows(workers.ok("isolde", sql, table)["rows"]),
                "delta-spark": sorted_rows(workers.ok("delta", sql, table)["rows"]),
                "delta-rs": read_delta_rows(path, ["id", "branch", "balance", "last"]), "sums": sums}
-    bad, summary = M.check(path, base, list(outs.values()), readers)
+    bad, summary = M.check(path, base, outs, readers)
     summary["reads"] = len(sums)
     return bad, summary
 
@@ -349,3 +362,11 @@ def test_bank_race_between_engines_long(workers, config):
     bad, summary = run_bank(workers, config, float(os.environ.get("ISOLDE_TORTURE_SECONDS", "120")))
     print("mixed bank", config.name, summary)
     _assert_bank(bad, summary, config)
+
+
+@pytest.mark.torture
+def test_bank_race_two_writer_processes_per_engine(workers):
+    """Four processes, two of each engine, each its own JVM, moving money on one table."""
+    bad, summary = run_bank(workers, SHORT, float(os.environ.get("ISOLDE_TORTURE_SECONDS", "120")), per_engine=2)
+    print("mixed bank, 2 writers per engine", SHORT.name, summary)
+    _assert_bank(bad, summary, SHORT)
