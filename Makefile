@@ -39,7 +39,7 @@ run: $(STAMP) jvm-archive
 test: test-main test-reference
 
 test-main: $(STAMP) jvm-archive s3a
-	ISOLDE_S3A_REQUIRED=1 $(PY) -m pytest -q -m "not reference"
+	ISOLDE_S3A_REQUIRED=1 $(PY) -m pytest -q -m "not reference" --durations=25
 
 $(REF_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(REF_VENV)
@@ -53,17 +53,18 @@ reference: $(REF_STAMP)
 	$(REF_PY) -m isolde.executor.runtime.s3a fetch
 
 test-reference: reference
-	ISOLDE_REFERENCE_REQUIRED=1 $(REF_PY) -m pytest -q -m "reference and not torture"
+	ISOLDE_REFERENCE_REQUIRED=1 $(REF_PY) -m pytest -q -m "reference and not torture" --durations=15
 
 # The fast suite: no Spark (about two minutes on two cores).
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not spark and not slow"
 
-# The long runs (marker torture): tests/reliability, ending with a summary table, then the
-# reference suite's long variants (mixed-engine races, thousands of differential cases).
+# The long runs (marker torture): tests/reliability and the model checkers' thousands of
+# histories (tests/executor/txn), ending with a summary table, then the reference suite's long
+# variants (mixed-engine races, thousands of differential cases).
 torture: $(STAMP) reference s3a
 	-$(PY) -m pip install -q -e '.[fuzz]'
-	$(PY) -m pytest -q -m torture tests/reliability
+	$(PY) -m pytest -q -m torture tests/reliability tests/executor
 	ISOLDE_REFERENCE_REQUIRED=1 $(REF_PY) -m pytest -q -m "reference and torture" tests/reference
 
 bench: $(STAMP)

@@ -432,14 +432,20 @@ class Runner:
                 box["error"] = exc
 
         worker = threading.Thread(target=work, name="isolde-statement", daemon=True)
-        began = time.perf_counter()
-        worker.start()
         status = StatusLine(self.out, shutil.get_terminal_size((80, 24)).columns) if self.progress else None
         spark = None
         cancelled = False
+        started = False
+        began = time.perf_counter()
         try:
-            while worker.is_alive():
+            while not started or worker.is_alive():
+                # a Ctrl-C at any point once the statement may be running cancels it: one that
+                # came between the start and the wait must not leave it running unseen
                 try:
+                    if not started:
+                        started = True
+                        worker.start()
+                        continue
                     worker.join(0.1)
                     elapsed = time.perf_counter() - began
                     after = self.settings.progress_after

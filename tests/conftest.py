@@ -16,6 +16,9 @@ The ``spark`` marker (``-m "not spark"`` gives the fast suite) is decided per te
 way: ``isolde.connect()``, a worker process with its own JVM). Modules may also carry
 ``pytestmark = pytest.mark.spark`` themselves.
 
+The ``torture`` marker (the long variants: crash loops, thousands of model-checked histories)
+is skipped unless ``-m`` names it (``make torture``).
+
 ``tests/reference/`` runs beside Delta Lake on Spark, in the second environment ``.venv-ref``
 (``make test-reference``); its tests carry the ``reference`` marker, which ``make test-main``
 leaves out (see tests/reference/conftest.py).
@@ -50,11 +53,15 @@ REFERENCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "refere
 
 
 def pytest_collection_modifyitems(config, items):
+    torture_chosen = "torture" in (config.getoption("-m") or "")
+    skip_torture = pytest.mark.skip(reason="long torture run: `make torture` (pytest -m torture) runs it")
     for item in items:
         if str(item.path).startswith(REFERENCE_DIR + os.sep):
             item.add_marker(pytest.mark.reference)
         if "spark" in getattr(item, "fixturenames", ()) or getattr(getattr(item, "module", None), "NEEDS_SPARK", False) is True:
             item.add_marker(pytest.mark.spark)
+        if "torture" in item.keywords and not torture_chosen:
+            item.add_marker(skip_torture)
 
 
 @pytest.fixture(scope="session")

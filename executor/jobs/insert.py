@@ -7,9 +7,10 @@
 * OVERWRITE removes every file (static mode), the files of the static PARTITION values, or,
   with ``spark.sql.sources.partitionOverwriteMode=dynamic``, the partitions the new data
   lands in; the removed files are recorded as read through ``txn.filter_files``.
-* REPLACE WHERE cond: new rows must satisfy cond (else ConstraintViolationError, nothing is
-  committed); rows matching cond are replaced: files entirely inside cond (partition-only
-  conditions) are removed, other candidate files are rewritten without their matching rows.
+* REPLACE WHERE cond: new rows must satisfy cond (else ConstraintViolationError with Delta's
+  DELTA_REPLACE_WHERE_MISMATCH, nothing is committed); rows matching cond are replaced: files
+  entirely inside cond (partition-only conditions) are removed, the files holding a row cond is
+  TRUE for are rewritten without those rows; no row replaced and none written: no commit.
 * Identity columns get values and their high-water mark advances (a metaData action in the
   same commit); generated columns are computed; NOT NULL / CHECK constraints are enforced.
 """
@@ -33,7 +34,7 @@ from ..rows.scan import scan
 from ..catalog.table_binding import handle_travels, location_key, pin
 from ..rows.target_reads import dataframe_reads, statement_reads_target
 from ..txn.statement_scope import scope_flags
-from ..rows.writer import SEP, VIOLATION_MARK, conform, identity_metadata_update, write_files
+from ..rows.writer import REPLACE_WHERE_MISMATCH, SEP, VIOLATION_MARK, conform, identity_metadata_update, write_files
 from isolde.grammar import ast
 from isolde.grammar.dialect import DIALECT
 from isolde.grammar.slots import construct
@@ -187,8 +188,8 @@ def run_insert(ctx, stmt: ast.Insert) -> PreparedWrite:
     if replace_sql is not None:
         _check_columns(replace_sql, names, handle.name)
         cond = F.expr(replace_sql)
-        msg = f"{VIOLATION_MARK}{SEP}check{SEP}replaceWhere{SEP}Written data does not conform to the REPLACE " \
-              f"WHERE condition ({replace_sql}): a row falls outside it.{SEP}"
+        msg = f"{VIOLATION_MARK}{SEP}{REPLACE_WHERE_MISMATCH}{SEP}replaceWhere{SEP}Written data does not conform " \
+              f"to the REPLACE WHERE condition ({replace_sql}): a row falls outside it.{SEP}"
         conformed = conformed.filter(F.when(~F.coalesce(cond, F.lit(False)), F.raise_error(F.lit(msg)))
                                      .otherwise(F.lit(True)).cast("boolean"))
 
@@ -229,9 +230,11 @@ def run_insert(ctx, stmt: ast.Insert) -> PreparedWrite:
                 # one value of the condition per file: replace exactly the files where it is TRUE
                 removed = _files_where_partition_condition_holds(ctx, snap, candidates, replace_sql, struct, parts)
             else:
-                removed = candidates
-                if candidates:
-                    kept = scan(ctx, snap, handle.path, candidates).filter(
+                # only the files holding a row the condition is TRUE for are rewritten (as Delta):
+                # a candidate by its statistics alone keeps its file, and no row is copied for it
+                removed = _files_with_rows_where(ctx, snap, handle.path, candidates, replace_sql)
+                if removed:
+                    kept = scan(ctx, snap, handle.path, removed).filter(
                         ~F.coalesce(F.expr(replace_sql), F.lit(False)))
                     rewritten = write_files(ctx, kept, handle.path, metadata)
                     actions.extend(rewritten.adds)
@@ -239,7 +242,7 @@ def run_insert(ctx, stmt: ast.Insert) -> PreparedWrite:
                     staged.extend(rewritten.staged_paths)
                     if cdf.enabled(metadata):  # copied rows: the adds alone would say they changed
                         sink = dml.ChangeSet()
-                        cdf.record(ctx, handle, sink, cdf.replaced_rows(ctx, handle.path, snap, candidates,
+                        cdf.record(ctx, handle, sink, cdf.replaced_rows(ctx, handle.path, snap, removed,
                                                                         replace_sql, written.adds), metadata)
                         actions.extend(sink.actions)
                         staged.extend(sink.staged_paths)
@@ -265,8 +268,9 @@ def run_insert(ctx, stmt: ast.Insert) -> PreparedWrite:
         metrics["numCopiedRows"] = copied
 
     def commit() -> DmlResult:
-        if not actions and not stmt.overwrite and replace_sql is None and txn.write_identity is None:
-            # an append of no rows changes nothing: as Delta, no version is committed
+        if not actions and not stmt.overwrite and txn.write_identity is None:
+            # an append of no rows, or a REPLACE WHERE that replaces no row with none, changes
+            # nothing: as Delta, no version is committed
             return DmlResult.of("INSERT", txn.read_version, "WRITE", metrics, handle.name, inserted=0)
         version = txn.commit(actions, operation="WRITE", operation_parameters=params, metrics=metrics)
         # Databricks' INSERT row: the rows this statement inserted (rows an OVERWRITE / REPLACE
@@ -299,6 +303,17 @@ def _check_columns(sql: str, names: list[str], table: str) -> None:
         return
     for c in tree.find_all(exp.Column):
         resolve_column(c.name, names, table)
+
+
+def _files_with_rows_where(ctx, snap, table_path: str, files: list, condition: str) -> list:
+    """The files of ``files`` with at least one live row ``condition`` is TRUE for (one job)."""
+    if not files:
+        return []
+    from ..rows.scan import ORD_COL
+
+    rows = scan(ctx, snap, table_path, files, with_row_ids=True, with_ordinal=True)
+    hit = rows.filter(F.coalesce(F.expr(condition), F.lit(False))).select(ORD_COL).distinct().collect()
+    return [files[i] for i in sorted(r[0] for r in hit)]
 
 
 def _files_where_partition_condition_holds(ctx, snap, files, condition: str, struct, parts) -> list:

@@ -48,6 +48,7 @@ from isolde.grammar.dialect import DIALECT
 
 VIOLATION_MARK = "ISOLDE_VIOLATION"
 SEP = "\u241f"  # a visible unit separator that never appears in SQL text we generate
+REPLACE_WHERE_MISMATCH = "DELTA_REPLACE_WHERE_MISMATCH"  # the kind of a row outside INSERT ... REPLACE WHERE
 
 
 @dataclass

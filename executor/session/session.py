@@ -669,7 +669,7 @@ def translate_errors(fn, ctx=None):
 
 
 def translate_exception(e: BaseException, ctx=None) -> E.IsoldeError:
-    from ..rows.writer import SEP, VIOLATION_MARK
+    from ..rows.writer import REPLACE_WHERE_MISMATCH, SEP, VIOLATION_MARK
 
     if isinstance(e, RecursionError):
         return E.ExecutionError(
@@ -688,6 +688,8 @@ def translate_exception(e: BaseException, ctx=None) -> E.IsoldeError:
 
         if kind == "notnull":
             err = E.NotNullViolationError(message)
+        elif kind == REPLACE_WHERE_MISMATCH:  # Delta's class and state for a row outside REPLACE WHERE
+            err = E.ConstraintViolationError(message, error_class=kind, sqlstate="44000")
         elif kind == LENGTH_CLASS:
             err = E.ConstraintViolationError(message, error_class=kind, sqlstate=SQLSTATES[kind])
         elif kind in SQLSTATES:  # a value its column cannot hold (store_assignment.py)

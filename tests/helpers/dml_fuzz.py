@@ -9,7 +9,8 @@ Delta Lake on Spark (the reference), compared after every statement.
 A case is a ``TableDef`` (columns of INT, BIGINT, STRING, DOUBLE, DECIMAL, DATE, TIMESTAMP,
 BOOLEAN and a STRUCT; partitioned or not; deletion vectors, column mapping, change data feed on
 or off; a CHECK constraint, a generated, an identity and a DEFAULT column, each maybe) and a list
-of ``Step`` templates: INSERT (VALUES and SELECT, with CTEs and time travel), UPDATE, DELETE,
+of ``Step`` templates: INSERT (VALUES and SELECT, with CTEs and time travel), INSERT OVERWRITE
+(the whole table, or a static partition) and INSERT ... REPLACE WHERE, UPDATE, DELETE,
 MERGE (matched update/delete with conditions, not matched insert, not matched by source), reads
 (time travel, temp views, CTEs). Templates name the target ``{t}``, the temp view ``{v}`` and a
 past version ``{ver:K}`` (the version each engine's table had after step K: the two logs need not
@@ -231,7 +232,7 @@ def predicate(rng: random.Random, table: TableDef, alias: str = "", depth: int =
 
 @dataclass(frozen=True)
 class Step:
-    kind: str       # create | alter | insert | insert_select | update | delete | merge | select | view | view_read
+    kind: str       # create | alter | insert | insert_select | update | delete | merge | select | view | view_read | overwrite
     sql: str        # a template: {t} the table, {v} the temp view, {ver:K} the version after step K
 
 
@@ -290,6 +291,37 @@ class Generator:
             return (f"INSERT INTO {{t}} ({names}) WITH cte AS (SELECT {', '.join(exprs)} FROM {source}{where}) "
                     f"SELECT * FROM cte")
         return f"INSERT INTO {{t}} ({names}) SELECT {', '.join(exprs)} FROM {source}{where}"
+
+    def overwrite(self) -> str:
+        """INSERT OVERWRITE of the whole table or of one partition, and INSERT ... REPLACE WHERE;
+        the rows come from the table itself at a past version (so there are rows to write), with
+        the key shifted now and then (so they differ from what they replace)."""
+        rng = self.rng
+        t = self.table
+        cols = [c for c in t.plain if c.name in ("id", "b") or rng.random() < 0.6]
+        source = "{t}" + (f" VERSION AS OF {self.past()}" if rng.random() < 0.7 else "")
+        shift = rng.choice([0, 0, 1, 5])
+        r = rng.random()
+        if r < 0.4 and t.partition and rng.random() < 0.7:  # one partition, static
+            part = t.column(t.partition)
+            value = literal(rng, part.type, 0.0)
+            cols = [c for c in cols if c.name != part.name]
+            exprs = [f"id + {shift}" if c.name == "id" else c.name for c in cols]
+            where = f" WHERE {predicate(rng, t)}" if rng.random() < 0.6 else ""
+            return (f"INSERT OVERWRITE {{t}} PARTITION ({part.name} = {value}) ({', '.join(c.name for c in cols)}) "
+                    f"SELECT {', '.join(exprs)} FROM {source}{where}")
+        if r < 0.6 or any(c.kind == "identity" for c in t.columns):
+            exprs = [f"id + {shift}" if c.name == "id" else c.name for c in cols]
+            where = f" WHERE {predicate(rng, t)}" if rng.random() < 0.8 else ""
+            return (f"INSERT OVERWRITE {{t}} ({', '.join(c.name for c in cols)}) "
+                    f"SELECT {', '.join(exprs)} FROM {source}{where}")
+        # REPLACE WHERE names no columns: every column, in the table's order; the source mostly
+        # keeps to the condition (a row outside it fails both engines' check)
+        cond = predicate(rng, t)
+        keep = cond if rng.random() < 0.8 else predicate(rng, t)
+        exprs = [f"id + {shift} AS id" if c.name == "id" else c.name for c in t.columns]
+        return (f"INSERT INTO {{t}} REPLACE WHERE {cond} "
+                f"SELECT * FROM (SELECT {', '.join(exprs)} FROM {source}) WHERE {keep}")
 
     def assignments(self, alias: str = "", source: str | None = None, source_cols=()) -> str:
         rng = self.rng
@@ -437,15 +469,16 @@ class Generator:
 
     def next(self) -> Step:
         rng = self.rng
-        kind = rng.choices(["insert", "insert_select", "update", "delete", "merge", "select", "view"],
-                           weights=[14, 6, 18, 10, 22, 7, 5])[0]
+        kind = rng.choices(["insert", "insert_select", "update", "delete", "merge", "select", "view", "overwrite"],
+                           weights=[14, 6, 18, 10, 22, 7, 5, 5])[0]
         step = {"insert": lambda: Step("insert", self.insert_values()),
                 "insert_select": lambda: Step("insert_select", self.insert_select()),
                 "update": lambda: Step("update", self.update()),
                 "delete": lambda: Step("delete", self.delete()),
                 "merge": lambda: Step("merge", self.merge()),
                 "select": lambda: Step("select", self.select()),
-                "view": self.view_step}[kind]()
+                "view": self.view_step,
+                "overwrite": lambda: Step("overwrite", self.overwrite())}[kind]()
         self.index += 1
         return step
 
@@ -498,7 +531,10 @@ def coarse_error(exc: BaseException) -> str:
     isolde's errors by their class; Delta-Spark's by the JVM classes in the cause chain, the error
     condition and the SQLSTATE. Two refinements keep the classes semantic: Spark checks an inline
     table's types (INVALID_INLINE_TABLE) in its parser, which is an analysis error here; Delta 4.4
-    on Spark 4.2 lacks some of its error texts ("Cannot find main error class 'X'"): X names it."""
+    on Spark 4.2 lacks some of its error texts ("Cannot find main error class 'X'"): X names it; Delta
+    raises a written row outside INSERT ... REPLACE WHERE (DELTA_REPLACE_WHERE_MISMATCH, SQLSTATE
+    44000) as an AnalysisException, though the rows show it, not the plan: a constraint here,
+    as isolde's (the same error condition) is."""
     from isolde import errors as E
 
     if isinstance(exc, E.IsoldeError):
@@ -543,6 +579,8 @@ def coarse_error(exc: BaseException) -> str:
     state, cond = state or "", cond or ""
     if "MULTIPLE_SOURCE_ROW" in text or state == "21506":
         return "cardinality"
+    if cond == "DELTA_REPLACE_WHERE_MISMATCH":  # an AnalysisException, though found in the written rows
+        return "constraint"
     if "InvariantViolation" in text or state.startswith("23") or "CONSTRAINT" in cond or "NOT_NULL" in cond:
         return "constraint"
     arithmetic = any("Arithmetic" in n or "NumberFormat" in n or "DateTimeException" in n for n in names[1:])
@@ -676,7 +714,7 @@ def run_case(case: Case, session, spark, workdir: str, tag: str | None = None, c
             if iso_err is None:
                 a, b = _answer(step.kind, iso), _answer(step.kind, ref)
                 compare = step.kind in ("select", "view_read", "update", "delete", "merge") or (
-                    step.kind.startswith("insert") and b)
+                    (step.kind.startswith("insert") or step.kind == "overwrite") and b)
                 if compare and a != b:
                     out.difference = Difference("answer", i, a, b)
                     return out

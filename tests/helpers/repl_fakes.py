@@ -17,6 +17,7 @@ class FakeSession:
         self.versions = {}
         self.executed = []
         self.cancelled = threading.Event()
+        self.sleeping = threading.Event()  # set while a `SELECT sleep(n)` runs
         self.current_database = "default"
         self.conf = {}
         self.closed = False
@@ -77,6 +78,7 @@ class FakeSession:
         m = re.match(r"(?is)select sleep\((\d+(?:\.\d+)?)\)$", sql)
         if m:
             end = time.time() + float(m.group(1))
+            self.sleeping.set()
             while time.time() < end:
                 if self.cancelled.is_set():
                     raise errors.ExecutionError("Job cancelled")

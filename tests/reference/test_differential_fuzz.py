@@ -1,7 +1,7 @@
 """The reference as the oracle of every statement's semantics: a differential fuzzer.
 
-Random tables and random INSERT / UPDATE / DELETE / MERGE / time-travel / view / CTE sequences
-(tests/helpers/dml_fuzz.py) run on isolde and on Delta Lake on Spark, compared after every
+Random tables and random INSERT / INSERT OVERWRITE / REPLACE WHERE / UPDATE / DELETE / MERGE /
+time-travel / view / CTE sequences (tests/helpers/dml_fuzz.py) run on isolde and on Delta Lake on Spark, compared after every
 statement: rows, affected-row counts, outcome and coarse error class; at the end the change data
 feed, and Delta reading isolde's table. A failure prints the seed and the case as a SQL script.
 
@@ -353,3 +353,54 @@ def test_departure_default_in_merge_clauses(session, delta, tmp_path):
     session.execute("INSERT INTO t VALUES (1, 'old')")
     session.execute(merge.format(t="t"))
     assert sorted(tuple(r) for r in session.sql("SELECT * FROM t").collect()) == [(1, "x"), (2, "x")]
+
+
+# seeds 5027 / 5028 (INSERT OVERWRITE and REPLACE WHERE in the fuzzer): a REPLACE WHERE on a data
+# column rewrote every file its statistics could not rule out, copying rows no condition matched;
+# with the change feed on and nothing replaced, the copies read back as a delete and an insert of
+# unchanged rows; and a REPLACE WHERE that replaced nothing with nothing committed a version
+# where Delta commits none
+@pytest.mark.parametrize("dv", ["true", "false"])
+def test_replace_where_rewrites_only_files_with_matching_rows(session, delta, tmp_path, table_path, dv):
+    ddl = ("CREATE TABLE {t} (id INT, b BIGINT, f BOOLEAN) USING DELTA TBLPROPERTIES "
+           f"('delta.enableDeletionVectors' = '{dv}', 'delta.enableChangeDataFeed' = 'true')")
+    steps = ["INSERT INTO {t} VALUES (7, 50, NULL), (4, 0, NULL)",          # one file, f unknown by stats
+             "INSERT INTO {t} VALUES (1, 1, false)",                         # another file, f FALSE
+             "INSERT INTO {t} REPLACE WHERE f SELECT * FROM (SELECT id, b, f FROM {t}) WHERE false",
+             "INSERT INTO {t} REPLACE WHERE id > 100 SELECT 101, 5, true",  # replaces none, writes one
+             "INSERT INTO {t} REPLACE WHERE b > 40 SELECT 8, 60, false"]    # replaces 7 of the first file
+    path = str(tmp_path / "ref_t")
+    delta.sql(ddl.format(t=ref(path)))
+    session.execute(ddl.format(t="t"))
+    for step in steps:
+        delta.sql(step.format(t=ref(path)))
+        session.execute(step.format(t="t"))
+    mine = table_path(session, "t")
+    assert log_version(mine) == log_version(path) == 4  # the empty REPLACE WHERE: no version anywhere
+    changes = "SELECT id, b, f, _change_type, _commit_version FROM {f} ORDER BY _commit_version, id, _change_type"
+    theirs = delta.sql(changes.format(f=f"table_changes_by_path('{path}', 0)"))
+    ours = session.sql(changes.format(f="table_changes('t', 0)")).collect()
+    assert [tuple(r) for r in ours] == [tuple(r) for r in theirs]
+    assert (7, 50, None, "delete", 4) in [tuple(r) for r in ours]
+    assert not any(r["id"] == 4 and r["_commit_version"] > 1 for r in ours)  # row 4 was copied, not changed
+    assert sorted(map(tuple, session.sql("SELECT * FROM t").collect())) == delta.rows(path)
+
+
+# seed 5006: a written row outside the REPLACE WHERE condition
+def test_a_row_outside_replace_where_fails_with_delta_error_condition(session, delta, tmp_path, table_path):
+    ddl = "CREATE TABLE {t} (id INT, dc DECIMAL(10,2), c STRING) USING DELTA"
+    insert = "INSERT INTO {t} VALUES (1, 7.00, 'x')"
+    replace = "INSERT INTO {t} REPLACE WHERE c = 'dflt' AND dc > 1 SELECT id, dc, c FROM {t} WHERE dc > 1"
+    path = str(tmp_path / "ref_t")
+    for sql in (ddl, insert):
+        delta.sql(sql.format(t=ref(path)))
+        session.execute(sql.format(t="t"))
+    with pytest.raises(Exception) as info:
+        delta.sql(replace.format(t=ref(path)))
+    assert "DELTA_REPLACE_WHERE_MISMATCH" in str(info.value) and coarse_error(info.value) == "constraint"
+    with pytest.raises(E.ConstraintViolationError) as mine:
+        session.execute(replace.format(t="t"))
+    assert (mine.value.error_class, mine.value.sqlstate) == ("DELTA_REPLACE_WHERE_MISMATCH", "44000")
+    assert coarse_error(mine.value) == "constraint"
+    assert log_version(table_path(session, "t")) == log_version(path) == 1
+    assert session.sql("SELECT id, c FROM t").collect() == [(1, "x")]

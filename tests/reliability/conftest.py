@@ -1,5 +1,5 @@
-"""The torture harness (issue 25): short runs in ``make test``, long ones (marker ``torture``)
-only when ``-m`` names torture (``make torture``). Every run adds a row to the summary table
+"""The torture harness (issue 25): short runs in ``make test``, long ones (marker ``torture``,
+skipped by tests/conftest.py unless ``-m`` names torture: ``make torture``). Every run adds a row to the summary table
 printed at the end of the session: histories checked, statements committed, conflicts by
 class, reader checks, invariant violations (must be 0)."""
 
@@ -15,16 +15,6 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 SUMMARY: list = []  # one dict per history checked
 COUNTS: Counter = Counter()  # other figures of the run: "kills survived", "fuzz inputs tried", "errors: <class>"
-
-
-def pytest_collection_modifyitems(config, items):
-    chosen = config.getoption("-m") or ""
-    if "torture" in chosen:
-        return
-    skip = pytest.mark.skip(reason="long torture run: `make torture` (pytest -m torture) runs it")
-    for item in items:
-        if "torture" in item.keywords:
-            item.add_marker(skip)
 
 
 # the session-scoped `spark` fixture (the run's one SparkSession) is tests/conftest.py's

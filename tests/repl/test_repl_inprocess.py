@@ -170,13 +170,16 @@ def test_ctrl_c_clears_the_input():
 
 def test_ctrl_c_cancels_a_running_statement():
     session = FakeSession()
-    timer = threading.Timer(0.6, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
-    try:
-        rc, out, session, _ = run_repl(["SELECT sleep(5);\r", "SELECT 3;\r"], session=session)
-    finally:
-        timer.cancel()
-    assert session.cancelled.is_set()
+
+    def interrupt_once_running():  # Ctrl-C while the statement runs, however slow the machine
+        if session.sleeping.wait(30):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    interrupter = threading.Thread(target=interrupt_once_running, daemon=True)
+    interrupter.start()
+    rc, out, session, _ = run_repl(["SELECT sleep(20);\r", "SELECT 3;\r"], session=session)
+    interrupter.join(1)
+    assert session.sleeping.is_set() and session.cancelled.is_set()
     assert "Cancelling" in out and "Cancelled." in out
     assert "| 3 |" in out  # and the REPL went on
 

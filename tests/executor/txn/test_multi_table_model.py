@@ -310,6 +310,7 @@ SLOW_IDS = ["mixed", "write-skew-bank-phantoms", "uniform-keys", "more-kinds-and
 
 
 @pytest.mark.slow
+@pytest.mark.torture
 @pytest.mark.parametrize("generator", SLOW_GENERATORS, ids=SLOW_IDS)
 @pytest.mark.parametrize("mode", R.MODES)
 @pytest.mark.parametrize("level", R.LEVELS)
@@ -319,6 +320,7 @@ def test_thousands_of_multi_table_histories(tmp_path_factory, level, mode, gener
 
 
 @pytest.mark.slow
+@pytest.mark.torture
 @pytest.mark.parametrize("generator", SLOW_GENERATORS, ids=SLOW_IDS)
 @pytest.mark.parametrize("level", R.LEVELS)
 def test_thousands_of_multi_table_histories_false_conflicts(tmp_path_factory, level, generator):

@@ -381,6 +381,7 @@ def test_random_histories_with_new_moves_are_serialisable(tmp_path_factory, leve
 
 
 @pytest.mark.slow
+@pytest.mark.torture
 @pytest.mark.parametrize("generator", NEW_MOVES, ids=NEW_MOVES_IDS)
 @pytest.mark.parametrize("mode", M.MODES)
 @pytest.mark.parametrize("level", M.LEVELS)
@@ -392,6 +393,7 @@ def test_many_histories_with_new_moves_are_serialisable(tmp_path_factory, level,
 
 
 @pytest.mark.slow
+@pytest.mark.torture
 @pytest.mark.parametrize("defect, generator, level", [
     ("union", RESTORING, WRITE_SERIALIZABLE),
     ("forget", CHAINS, WRITE_SERIALIZABLE),
@@ -435,6 +437,7 @@ def _slow_count(generator: dict) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.torture
 @pytest.mark.parametrize("generator", SLOW_GENERATORS, ids=SLOW_IDS)
 @pytest.mark.parametrize("mode", M.MODES)
 @pytest.mark.parametrize("level", M.LEVELS)
@@ -446,6 +449,7 @@ def test_thousands_of_histories_are_serialisable(tmp_path_factory, level, mode, 
 
 
 @pytest.mark.slow
+@pytest.mark.torture
 @pytest.mark.parametrize("generator", SLOW_GENERATORS, ids=SLOW_IDS)
 @pytest.mark.parametrize("level", M.LEVELS)
 def test_thousands_of_histories_row_level_false_conflicts(tmp_path_factory, level, generator):

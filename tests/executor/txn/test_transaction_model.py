@@ -337,6 +337,7 @@ SLOW_IDS = ["colliding-keys", "uniform-keys", "more-kinds-and-a-setup-vector"]
 
 
 @pytest.mark.slow
+@pytest.mark.torture
 @pytest.mark.parametrize("generator", SLOW_GENERATORS, ids=SLOW_IDS)
 @pytest.mark.parametrize("mode", R.MODES)
 @pytest.mark.parametrize("level", R.LEVELS)
@@ -345,6 +346,7 @@ def test_thousands_of_transaction_histories_are_serialisable(tmp_path_factory, l
 
 
 @pytest.mark.slow
+@pytest.mark.torture
 @pytest.mark.parametrize("generator", SLOW_GENERATORS, ids=SLOW_IDS)
 @pytest.mark.parametrize("level", R.LEVELS)
 def test_thousands_of_transaction_histories_false_conflicts(tmp_path_factory, level, generator):
