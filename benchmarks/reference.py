@@ -17,7 +17,7 @@ Shapes (--only, comma-separated):
     dml       UPDATE 1% / DELETE 0.1% / MERGE upsert of rows/100 rows (half matched) into --rows rows
               (id, key, date partition of 10 values, v1..v3 DOUBLE; deletion vectors on), on a table
               written by Delta-Spark and on one written by isolde; MERGE's source a temp view over a
-              local pandas DataFrame, and a Delta table
+              local pandas DataFrame, a Delta table, and a temp view over Parquet files
     point     UPDATE / DELETE / SELECT of one row of a 200k-row deletion-vector table (p50)
     optimize  OPTIMIZE and OPTIMIZE ZORDER BY (a, b) of --opt-files small files (same target file
               size for both), then the share of files a 0.1%-wide range on a, and on b, must read
@@ -224,6 +224,8 @@ DML = [
      "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *", "MERGE", GOAL_MERGE),
     ("MERGE 1% (Delta table)", "MERGE INTO {t} t USING {src} s ON s.id = t.id "
      "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *", "MERGE", GOAL_MERGE),
+    ("MERGE 1% (Parquet files)", "MERGE INTO {t} t USING ref_src_pq s ON s.id = t.id "
+     "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *", "MERGE", GOAL_MERGE),
 ]
 DML_COLS = "id BIGINT, key BIGINT, date DATE, v1 DOUBLE, v2 DOUBLE, v3 DOUBLE"
 
@@ -269,8 +271,11 @@ def bench_dml(b: Bench):
     b.s.execute("INSERT INTO dml_isolde SELECT * FROM ref_staging")
     origins["isolde-written"] = b.iso_location("dml_isolde")
     pdf = merge_source(rows)
-    spark.createDataFrame(pdf).selectExpr("id", "key", "CAST(date AS DATE) AS date", "v1", "v2", "v3") \
-        .createOrReplaceTempView("ref_src")
+    src_df = spark.createDataFrame(pdf).selectExpr("id", "key", "CAST(date AS DATE) AS date", "v1", "v2", "v3")
+    src_df.createOrReplaceTempView("ref_src")
+    src_parquet = os.path.join(b.scratch, "dml_src_parquet")
+    src_df.repartition(4).write.parquet(src_parquet)
+    spark.read.parquet(src_parquet).createOrReplaceTempView("ref_src_pq")
     b.s.execute("CREATE TABLE ref_src_t AS SELECT * FROM ref_src")
     src_path = b.iso_location("ref_src_t")
     arrow_src = pa.Table.from_pandas(pdf, preserve_index=False)

@@ -599,27 +599,37 @@ def txn_commit(txn, actions, operation: str, parameters: Mapping, metrics: Optio
 
 def add_columns(metadata: Metadata, protocol: Protocol, new_fields) -> tuple[Metadata, Protocol]:
     """The metadata with ``new_fields`` (pyspark StructFields) appended to its schema, and the
-    protocol that needs. Under column mapping every new field, nested ones too, gets the next
-    column id and a fresh physical name, and ``delta.columnMapping.maxColumnId`` moves on (a
-    field without them makes the schema unreadable to other Delta readers)."""
+    protocol that needs (``with_schema``)."""
     from pyspark.sql import types as T
 
     from . import schema as S
 
-    struct = S.metadata_schema(metadata)
     added = _without_mapping(T.StructType(list(new_fields)))  # ids from another table mean nothing here
+    return with_schema(metadata, protocol, T.StructType(list(S.metadata_schema(metadata).fields) + list(added.fields)))
+
+
+def with_schema(metadata: Metadata, protocol: Protocol, struct) -> tuple[Metadata, Protocol]:
+    """The metadata with the schema ``struct`` (the table's, with fields added: ADD COLUMNS,
+    schema evolution), and the protocol that needs. Under column mapping every field that has
+    no column id yet, nested ones too, gets the next id and a fresh physical name, and
+    ``delta.columnMapping.maxColumnId`` moves on (a field without them makes the schema
+    unreadable to other Delta readers)."""
+    from . import schema as S
+
+    before = {t.typeName() for f in S.metadata_schema(metadata).fields for t in S.nested_types(f.dataType)}
     changes: dict = {}
     if S.column_mapping_mode(metadata) != "none":
         configuration = dict(metadata.configuration)
-        added, max_id = S.assign_column_mapping(
-            added, int(configuration.get("delta.columnMapping.maxColumnId", "0") or 0),
+        struct, max_id = S.assign_column_mapping(
+            struct, int(configuration.get("delta.columnMapping.maxColumnId", "0") or 0),
             nested_ids=S.iceberg_compat_v2(configuration))
         configuration["delta.columnMapping.maxColumnId"] = str(max_id)
         changes["configuration"] = configuration
-    changes["schema_string"] = S.struct_to_delta(T.StructType(list(struct.fields) + list(added.fields)))
+    changes["schema_string"] = S.struct_to_delta(struct)
     new_metadata = copy_metadata(metadata, **changes)
     new_protocol = protocol_for_metadata(protocol, new_metadata)
-    if any(isinstance(t, T.TimestampNTZType) for f in added.fields for t in S.nested_types(f.dataType)):
+    now = {t.typeName() for f in struct.fields for t in S.nested_types(f.dataType)}
+    if "timestamp_ntz" in now - before:
         new_protocol = protocol_with(new_protocol, reader={"timestampNtz"}, writer={"timestampNtz"})
     return new_metadata, new_protocol
 

@@ -26,7 +26,9 @@ from pyspark.sql import functions as F
 
 from isolde.errors import AnalysisError, TableNotFoundError
 from ..rows import cdf, dml
+from ..catalog import properties as P
 from ..catalog import schema as S
+from ..catalog import schema_evolution as evolution
 from . import executes
 from .query import bind_query
 from ..session.results import DmlResult, PreparedWrite
@@ -179,6 +181,11 @@ def run_insert(ctx, stmt: ast.Insert) -> PreparedWrite:
         tmp = [f"__isolde_in_{i}" for i in range(len(src_cols))]
         df = df.toDF(*tmp).select(*tmp, *[F.expr(v).alias(f"__isolde_static_{c}") for c, v in static.items()])
         columns = list(target_cols) + list(static)
+    evolved = _evolution(ctx, stmt, struct, df.schema, static=bool(static), columns=columns)
+    if evolved is not None:  # autoMerge: the new columns and struct fields join the table's schema
+        metadata, protocol = P.with_schema(metadata, snap.protocol, evolved)
+        struct = S.metadata_schema(metadata)
+        names = [f.name for f in struct.fields]
     conformed = conform(df, struct, columns=columns, by_name=stmt.by_name, table_name=handle.name,
                         configuration=config, parse_strings=True)
     observed = conformed  # (the identity values it generated: writer.identity_metadata_update)
@@ -255,8 +262,10 @@ def run_insert(ctx, stmt: ast.Insert) -> PreparedWrite:
 
     actions.extend(a.remove() for a in removed)
     new_meta = identity_metadata_update(metadata, written, observed)
-    if new_meta is not None:
-        actions.append(new_meta)
+    if new_meta is not None or evolved is not None:
+        actions.append(new_meta or metadata)
+    if evolved is not None and not P.same_protocol(protocol, snap.protocol):
+        actions.insert(0, protocol)
     metrics = {
         "numFiles": len(written.adds),
         "numOutputRows": written.num_rows,
@@ -279,6 +288,20 @@ def run_insert(ctx, stmt: ast.Insert) -> PreparedWrite:
 
     return PreparedWrite(operation="WRITE", table=handle.name, commit_fn=commit, staged_paths=staged,
                          metrics=metrics)
+
+
+def _evolution(ctx, stmt: ast.Insert, struct, data, static: bool, columns: list):
+    """The schema an INSERT under Delta's autoMerge setting (or a DataFrame write's mergeSchema
+    option) evolves the table to, or None (no setting, nothing new). A column list or static
+    PARTITION values write named columns only: no evolution there. By position, only data that
+    gives every column (its extra ones past the table's last) evolves the table."""
+    merge_schema = str((getattr(ctx, "write_options", None) or {}).get("mergeschema", "")).strip().lower() == "true"
+    if not (merge_schema or evolution.auto_merge(ctx.conf)) or static or columns:
+        return None
+    if not stmt.by_name and len(data.fields) < len(struct.fields):
+        return None
+    evolved = evolution.by_name(struct, data.fields) if stmt.by_name else evolution.by_position(struct, data)
+    return evolved if evolution.changed(struct, evolved) else None
 
 
 def _auto(struct, name: str) -> bool:

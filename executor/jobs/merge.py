@@ -41,6 +41,7 @@ from typing import Optional
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import sqlglot
 import sqlglot.expressions as exp
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -50,6 +51,7 @@ from isolde.errors import AnalysisError, ColumnNotFoundError, MergeCardinalityEr
 from ..rows import bounded_rows, cdf, dml, few_rows, id_sets, inline_source, routes
 from ..catalog import properties as P
 from ..catalog import schema as S
+from ..catalog import schema_evolution as evolution
 from ..rows import store_assignment as SA
 from ..rows.dml import ACTION_COL, DELETE, INSERT, KEEP, UPDATE, q
 from . import executes
@@ -61,9 +63,9 @@ from ..rows.target_key_filter import target_key_filter
 from ..catalog.table_binding import pin, table_source
 from ..rows.target_reads import statement_reads_target
 from isolde.grammar import ast
+from isolde.grammar.dialect import DIALECT
 
 SRC_FLAG = "__isolde_src"
-AUTO_MERGE_KEY = "spark.databricks.delta.schema.autoMerge.enabled"
 SID = "__isolde_sid"
 CLAUSE = "__isolde_cl"
 KEY_SET_LIMIT = 1000
@@ -569,17 +571,22 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     src_view = views.add(src_df, "source")
     materialized = time.time()
 
-    # ---- schema (evolution adds the source's new columns for SET * / INSERT *)
+    # ---- schema (evolution adds the source's new columns for SET * / INSERT *, and the source
+    # columns an INSERT column list names that the table lacks; as Delta 4.4, an UPDATE SET of a
+    # column the table lacks is not evolution but an unresolved column)
     struct = target.struct
     new_metadata = new_protocol = None
     star = any(getattr(c.action, "star", False) for c in clauses)
     # MERGE WITH SCHEMA EVOLUTION, or Delta's session setting that turns it on for every MERGE
-    evolve = stmt.schema_evolution or str(ctx.conf.get(AUTO_MERGE_KEY, "false")).strip().lower() == "true"
-    if evolve and star:
-        extra = [f for f in src_struct.fields if _field(struct, f.name) is None]
-        if extra:
-            new_metadata, new_protocol = P.add_columns(target.metadata, target.snapshot.protocol,
-                                                     [T.StructField(f.name, f.dataType, True) for f in extra])
+    evolve = stmt.schema_evolution or evolution.auto_merge(ctx.conf)
+    if evolve:  # the new columns, and new fields of the source's structs (schema_evolution.py)
+        listed = {col.lower() for c in clauses if isinstance(c, ast.WhenNotMatched) and not c.action.star
+                  for col in c.action.columns if "." not in col}
+        data = list(src_struct.fields) if star else [
+            f for f in src_struct.fields if f.name.lower() in listed and _field(struct, f.name) is None]
+        evolved = evolution.by_name(struct, data)
+        if evolution.changed(struct, evolved):
+            new_metadata, new_protocol = P.with_schema(target.metadata, target.snapshot.protocol, evolved)
             struct = S.metadata_schema(new_metadata)
 
     # ---- scope
@@ -636,15 +643,18 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                 sf = _field(src_struct, f.name)
                 if sf is None:
                     continue
-                pairs.append((ast.Assignment((f.name,), ast.Expr(f"{q(s_alias)}.{q(sf.name)}",
-                                                                 exp.column(sf.name, table=s_alias))),
-                              f"{q(s_alias)}.{q(sf.name)}"))
+                for path in evolution.update_paths(sf.dataType, f.dataType) if evolve else [()]:
+                    value = f"{q(s_alias)}.{q(sf.name)}" + "".join(f".{q(p)}" for p in path)
+                    tree = exp.column(sf.name, table=s_alias) if not path else sqlglot.parse_one(value, read=DIALECT)
+                    pairs.append((ast.Assignment((f.name, *path), ast.Expr(value, tree)), value))
             missing = [f.name for f in struct.fields if _field(src_struct, f.name) is None]
             if missing and not evolve:
                 raise AnalysisError(
                     f"UPDATE SET * needs every target column in the source; missing: {', '.join(missing)}.",
                     error_class="DELTA_MERGE_UNRESOLVED_EXPRESSION", sqlstate="42601")
         else:
+            for a in c.action.assignments:  # (resolved against the table as it was: see the schema step)
+                dml.resolve_column_path(target.struct, strip(a.column), target.name)
             pairs = [(ast.Assignment(strip(a.column), a.value),
                       SA.default_sql(dml.resolve_field(struct, strip(a.column))) if SA.is_default_keyword(a.value.tree)
                       else _bound(ctx, a.value, views, target))
@@ -663,6 +673,9 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
                 if sf is not None:
                     vals[f.name] = f"{q(s_alias)}.{q(sf.name)}"
                     trees[f.name] = exp.column(sf.name, table=s_alias)
+                    if evolve and vals[f.name] != (filled := evolution.filled_sql(vals[f.name], sf.dataType,
+                                                                                   f.dataType)):
+                        vals[f.name], trees[f.name] = filled, None  # (its type is analysed)
             # as Delta 4.4: without schema evolution INSERT * takes every target column from the
             # source, generated, identity and DEFAULT columns included (measured on Delta-Spark)
             missing = [f.name for f in struct.fields if _field(src_struct, f.name) is None]
@@ -737,7 +750,10 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     def target_view(file_list, hint, ids=True):
         return views.add(dml.scan_rows(ctx, target, file_list, ids), hint)
 
-    value_cols = [f"({sql}) AS __isolde_v_{i}_{j}"
+    # each value computed only for the rows its clause acts on (Spark's lateral alias: the
+    # select item {CLAUSE} beside them), so a value that fails elsewhere fails nowhere, as in
+    # Delta: WHEN MATCHED AND b < 0 THEN UPDATE SET b = b + 9223372036854775800
+    value_cols = [f"CASE WHEN {CLAUSE} = {i} THEN ({sql}) END AS __isolde_v_{i}_{j}"
                   for i, pairs in update_values.items() for j, (_, sql) in enumerate(pairs)]
     per_clause = {}  # update clause -> {top-level column: new value}
     for i, pairs in update_values.items():
@@ -755,6 +771,10 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
         return rows.filter(update_guard) if update_guard is not None else rows
 
     old_names = {f.name.lower() for f in target.struct.fields}
+    # a row's old value as the (maybe evolved) column's type: a struct the evolution gave new
+    # fields holds them NULL (schema_evolution.filled_sql)
+    old_sql = {f.name: evolution.filled_sql(q(f.name), _field(target.struct, f.name).dataType, f.dataType)
+               for f in struct.fields if f.name.lower() in old_names}
     cl = F.col(CLAUSE)
     # every touched file takes a deletion vector (routes.MODE): only the changed rows are
     # needed, and pass 1 can keep them (one scan of the target, not two)
@@ -762,7 +782,9 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     kept_ids = None  # the materialised row-id column the single pass writes updated rows with
 
     def old_value(f):
-        return F.col(q(f.name)) if f.name.lower() in old_names else F.lit(None).cast(f.dataType)
+        if f.name not in old_sql:
+            return F.lit(None).cast(f.dataType)
+        return F.col(q(f.name)) if old_sql[f.name] == q(f.name) else F.expr(old_sql[f.name])
 
     def acting_value(f):
         """A column's value after the clause that acts on the row; NULL for a deleted row (not
@@ -793,7 +815,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
         type_sql = _plain_type_sql(f.dataType)
         if type_sql is None or flat_updates is None:
             return None
-        old = q(f.name) if f.name.lower() in old_names else "NULL"
+        old = old_sql.get(f.name, "NULL")
         cases = " ".join(f"WHEN {CLAUSE} = {i} THEN CAST({cols.get(f.name, old)} AS {type_sql})"
                          for i, cols in flat_updates.items())
         return f"CASE {cases} END AS {q(f.name)}" if cases else f"CAST(NULL AS {type_sql}) AS {q(f.name)}"
@@ -834,7 +856,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     if not files:
         # no file to read, yet ON, the clause conditions and the values are analysed, as Delta
         # does: a MERGE wrong for this table (an ambiguous `id`) must not pass while it is empty
-        spark.sql(f"SELECT CASE WHEN {sa}.{SRC_FLAG} IS NULL THEN {bs_case} ELSE {matched_case} END, "
+        spark.sql(f"SELECT CASE WHEN {sa}.{SRC_FLAG} IS NULL THEN {bs_case} ELSE {matched_case} END AS {CLAUSE}, "
                   f"{', '.join(value_cols) or '1'} FROM {target_view([], 'target')} AS {ta} "
                   f"FULL OUTER JOIN {src_view} AS {sa} ON ({on})").schema
     if files:
@@ -1023,7 +1045,7 @@ def _run(ctx, stmt, target, views, started, conflict_scope, merge_join_keys):
     has_identity = any(S.is_identity(f) for f in struct.fields)
     combined = bool(not single_pass and not broadcast and not_matched and touched and len(touched) == len(files)
                     and max_all <= 1 and not has_identity and not nondeterministic)
-    ins_cols = [f"({sql}) AS __isolde_i_{i}_{j}"
+    ins_cols = [f"CASE WHEN {CLAUSE} = {i} THEN ({sql}) END AS __isolde_i_{i}_{j}"  # (as value_cols)
                 for i, vals in insert_values.items() for j, (col, sql) in enumerate(vals.items())]
 
     # each insert clause's row: column -> the SQL of its stored value (a value given, else the

@@ -24,6 +24,7 @@ from typing import Optional
 from pyspark.sql import DataFrame, functions as F
 
 from ..catalog import schema as S
+from ..catalog import schema_evolution as evolution
 
 CHANGE_TYPE = "_change_type"
 COMMIT_VERSION = "_commit_version"
@@ -87,9 +88,16 @@ def acted_rows(ctx, target, acted: DataFrame, touched: dict, struct, inserted: O
     new = acted.filter(F.col(ACTION_COL).isin(UPDATED, DELETED)).select(
         F.col(FILE_COL), F.col(ROW_COL), F.col(ACTION_COL),
         *[F.col(_q(n)).alias(f"__isolde_new_{i}") for i, n in enumerate(names)])
+    old_types = {f.name: f.dataType for f in target.struct.fields}
+
+    def old_value(n):  # as the (maybe evolved) column: new columns and new struct fields NULL
+        if n not in old_types:
+            return F.lit(None).cast(struct[n].dataType).alias(n)
+        sql = evolution.filled_sql(_q(n), old_types[n], struct[n].dataType)
+        return F.col(_q(n)) if sql == _q(n) else F.expr(sql).alias(n)
+
     old = scan_rows(ctx, target, list(touched.values()), True).select(
-        F.col(FILE_COL), F.col(ROW_COL), *[F.col(_q(n)) if n in target.columns else F.lit(None).cast(
-            struct[n].dataType).alias(n) for n in names])
+        F.col(FILE_COL), F.col(ROW_COL), *[old_value(n) for n in names])
     pairs = new.join(old, [FILE_COL, ROW_COL])
     updated = pairs.filter(F.col(ACTION_COL) == UPDATED)
     deleted = pairs.filter(F.col(ACTION_COL) == DELETED)

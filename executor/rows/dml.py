@@ -1213,10 +1213,13 @@ def _run_update_delete(ctx, stmt, is_update: bool, target: Target, started: floa
             hidden = (kept_ids,) if kept_ids is not None and ids else ()
             df = scan_rows(ctx, target, file_list, ids, hidden, with_ordinal=ordinal and ids) if df is None else df
             view = views.add(df, "target")
-            extra = "".join(f", ({s}) AS __isolde_set_{i}" for i, s in enumerate(set_sql))
             if only_true:
+                extra = "".join(f", ({s}) AS __isolde_set_{i}" for i, s in enumerate(set_sql))
                 return spark.sql(f"SELECT {q(alias)}.*, true AS __isolde_c{extra} "
                                  f"FROM {view} AS {q(alias)} WHERE ({cond})")
+            # a new value only where the condition holds (Spark's lateral alias: the condition
+            # once per row): SET b = b + 1 must not overflow on a row it does not update
+            extra = "".join(f", CASE WHEN __isolde_c THEN ({s}) END AS __isolde_set_{i}" for i, s in enumerate(set_sql))
             return spark.sql(f"SELECT {q(alias)}.*, coalesce(({cond}), false) AS __isolde_c{extra} "
                              f"FROM {view} AS {q(alias)}")
 

@@ -194,7 +194,8 @@ def conform(df: DataFrame, table_schema: T.StructType, *, columns: Sequence[str]
             if len(src_cols) > len(fields):
                 raise AnalysisError(
                     f"Cannot write to {where}: too many data columns; the table has {len(fields)} column(s) "
-                    f"({', '.join(f.name for f in fields)}) but the data has {len(src_cols)}.",
+                    f"({', '.join(f.name for f in fields)}) but the data has {len(src_cols)}. To add the extra "
+                    "columns to the table, SET spark.databricks.delta.schema.autoMerge.enabled = true first.",
                     error_class="INSERT_COLUMN_ARITY_MISMATCH.TOO_MANY_DATA_COLUMNS", sqlstate="21S01")
             if len(src_cols) == len(user):
                 targets = user

@@ -10,7 +10,9 @@ temporary view, so it takes the same path (schema enforcement, constraints, conf
     mode ignore          CTAS when t is missing, else nothing
 
 Options: ``txnAppId`` / ``txnVersion`` (idempotent writes, executor/session/idempotency.py; they win
-over the session's settings), ``userMetadata``, ``replaceWhere``. Unknown options are refused.
+over the session's settings), ``userMetadata``, ``replaceWhere``, ``mergeSchema`` (the data's new
+columns and struct fields join the table's schema, as the autoMerge setting does for SQL:
+executor/catalog/schema_evolution.py). Unknown options are refused.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from .reader import _quote_path, check_format
 
 MODES = {"append": "append", "overwrite": "overwrite", "error": "error", "errorifexists": "error",
          "default": "error", "ignore": "ignore"}
-OPTIONS = ("txnappid", "txnversion", "usermetadata", "replacewhere")
+OPTIONS = ("txnappid", "txnversion", "usermetadata", "replacewhere", "mergeschema")
 
 
 class TableWriter:
@@ -50,7 +52,7 @@ class TableWriter:
     def option(self, key: str, value) -> "TableWriter":
         if str(key).lower() not in OPTIONS:
             raise AnalysisError(f"Unknown option {key!r} for writing a Delta table (known: txnAppId, txnVersion, "
-                                "userMetadata, replaceWhere).", error_class="DELTA_UNKNOWN_WRITE_OPTION",
+                                "userMetadata, replaceWhere, mergeSchema).", error_class="DELTA_UNKNOWN_WRITE_OPTION",
                                 sqlstate="42616")
         self._options[str(key).lower()] = str(value)
         return self

@@ -11,8 +11,11 @@ BOOLEAN and a STRUCT; partitioned or not; deletion vectors, column mapping, chan
 or off; a CHECK constraint, a generated, an identity and a DEFAULT column, each maybe) and a list
 of ``Step`` templates: INSERT (VALUES and SELECT, with CTEs and time travel), INSERT OVERWRITE
 (the whole table, or a static partition) and INSERT ... REPLACE WHERE, UPDATE, DELETE,
-MERGE (matched update/delete with conditions, not matched insert, not matched by source), reads
-(time travel, temp views, CTEs). Templates name the target ``{t}``, the temp view ``{v}`` and a
+MERGE (matched update/delete with conditions, not matched insert, not matched by source), MERGE
+whose source has columns (or struct fields) the table lacks -- WITH SCHEMA EVOLUTION, under
+``autoMerge``, or neither -- and reads (time travel, temporary and permanent views, CTEs). A case may
+start with session settings: ANSI off, ``autoMerge`` on, ``partitionOverwriteMode=dynamic``.
+Templates name the target ``{t}``, the temp view ``{v}``, the permanent view ``{pv}`` and a
 past version ``{ver:K}`` (the version each engine's table had after step K: the two logs need not
 number their commits alike for the reads to compare). isolde runs a template with its table's
 name, Delta with ``delta.`<path>```; both run in one SparkSession.
@@ -20,6 +23,7 @@ name, Delta with ``delta.`<path>```; both run in one SparkSession.
 Compared after each step: the outcome (both succeed or both fail), the coarse error class
 (``coarse_error``), the statement's answer (UPDATE / DELETE / MERGE counts, a query's rows; an
 INSERT's counts only where Delta answers with rows -- Delta OSS answers INSERT with none), the
+table's schema (names and types, nested ones included: schema evolution), the
 table's rows (an identity column's values are left out: each engine allocates its own, both
 only promise distinct values) and the table version each log reached. At the end: the change data
 feed (``_change_type`` and the step that made each change, not commit versions or timestamps),
@@ -196,7 +200,7 @@ SET_EXPRS = {
 }
 
 
-def predicate(rng: random.Random, table: TableDef, alias: str = "", depth: int = 0) -> str:
+def predicate(rng: random.Random, table: TableDef, alias: str = "", depth: int = 0, lenient: bool = False) -> str:
     p = alias + "." if alias else ""
     names = {c.name for c in table.columns}
     atoms = [f"{p}id < {rng.randint(0, 12)}", f"{p}id = {rng.randint(0, 12)}",
@@ -219,9 +223,13 @@ def predicate(rng: random.Random, table: TableDef, alias: str = "", depth: int =
     if any(c.kind == "generated" for c in table.columns):
         g = next(c for c in table.columns if c.kind == "generated")
         atoms += [f"{p}{g.name} IS NOT NULL"]
+    if lenient:  # ANSI off: a failed cast is NULL, an overflow wraps (an error under ANSI)
+        atoms += [f"{p}b + 9223372036854775800 < 0", f"CAST({p}id AS TINYINT) * 100 > 200"]
+        if "s" in names:
+            atoms += [f"CAST({p}s AS INT) = 12", f"CAST({p}s AS INT) IS NULL"]
     atom = rng.choice(atoms)
     if depth < 1 and rng.random() < 0.35:
-        return f"({atom} {rng.choice(['AND', 'OR'])} {predicate(rng, table, alias, depth + 1)})"
+        return f"({atom} {rng.choice(['AND', 'OR'])} {predicate(rng, table, alias, depth + 1, lenient)})"
     if rng.random() < 0.08:
         return f"NOT ({atom})"
     return atom
@@ -232,24 +240,38 @@ def predicate(rng: random.Random, table: TableDef, alias: str = "", depth: int =
 
 @dataclass(frozen=True)
 class Step:
-    kind: str       # create | alter | insert | insert_select | update | delete | merge | select | view | view_read | overwrite
-    sql: str        # a template: {t} the table, {v} the temp view, {ver:K} the version after step K
+    kind: str       # create | alter | set | insert | insert_select | update | delete | merge | select | view | view_read | overwrite
+    sql: str        # a template: {t} the table, {v} the temp view, {pv} the permanent view, {ver:K} the version after step K
 
 
 VER = re.compile(r"\{ver:(\d+)\}")
+
+# session settings a case may start with (both engines share one SparkSession: each runs the SET,
+# isolde into its session settings, Delta into Spark's conf; run_case resets them at the end)
+ANSI_OFF = "SET spark.sql.ansi.enabled = false"
+AUTO_MERGE = "SET spark.databricks.delta.schema.autoMerge.enabled = true"
+DYNAMIC_OVERWRITE = "SET spark.sql.sources.partitionOverwriteMode = dynamic"
+SETTING_KEYS = ("spark.sql.ansi.enabled", "spark.databricks.delta.schema.autoMerge.enabled",
+                "spark.sql.sources.partitionOverwriteMode")
+# columns a MERGE source brings that the table lacks (added by schema evolution)
+NEW_COLUMNS = [("nc", "INT", "CAST({i} * 3 AS INT)"), ("ns", "STRING", "concat('n', CAST({i} AS STRING))")]
 REFS = re.compile(r"(?<![.'\w])(id|b|s|d|dc|dt|ts|f|st)\b(?!\s*')")
 
 
 def render(template: str, table: str, view: str, versions: list[int]) -> str:
     text = VER.sub(lambda m: str(versions[int(m.group(1))]), template)
-    return text.replace("{t}", table).replace("{v}", view)
+    return text.replace("{t}", table).replace("{v}", view).replace("{pv}", view.replace("_v_", "_pv_"))
 
 
 class Generator:
     def __init__(self, rng: random.Random, table: TableDef, start: int):
         self.rng, self.table = rng, table
         self.index = start          # the number of steps before the next one
-        self.view = False           # a temp view exists
+        self.views: list[str] = []  # the views that exist ({v} temporary, {pv} permanent)
+        self.settings: set[str] = set()
+
+    def pred(self, alias: str = "") -> str:
+        return predicate(self.rng, self.table, alias, lenient=ANSI_OFF in self.settings)
 
     def past(self) -> str:
         """A version some earlier step produced (step 0 is CREATE TABLE: an empty table)."""
@@ -285,7 +307,7 @@ class Generator:
         cols = [c for c in self.table.plain if c.name in ("id", "b") or rng.random() < 0.6]
         exprs = [f"id + {rng.randint(1, 20)}" if c.name == "id" else c.name for c in cols]
         source = "{t}" + (f" VERSION AS OF {self.past()}" if rng.random() < 0.5 else "")
-        where = f" WHERE {predicate(rng, self.table)}" if rng.random() < 0.7 else ""
+        where = f" WHERE {self.pred()}" if rng.random() < 0.7 else ""
         names = ", ".join(c.name for c in cols)
         if rng.random() < 0.3:
             return (f"INSERT INTO {{t}} ({names}) WITH cte AS (SELECT {', '.join(exprs)} FROM {source}{where}) "
@@ -307,18 +329,22 @@ class Generator:
             value = literal(rng, part.type, 0.0)
             cols = [c for c in cols if c.name != part.name]
             exprs = [f"id + {shift}" if c.name == "id" else c.name for c in cols]
-            where = f" WHERE {predicate(rng, t)}" if rng.random() < 0.6 else ""
+            where = f" WHERE {self.pred()}" if rng.random() < 0.6 else ""
             return (f"INSERT OVERWRITE {{t}} PARTITION ({part.name} = {value}) ({', '.join(c.name for c in cols)}) "
                     f"SELECT {', '.join(exprs)} FROM {source}{where}")
         if r < 0.6 or any(c.kind == "identity" for c in t.columns):
             exprs = [f"id + {shift}" if c.name == "id" else c.name for c in cols]
-            where = f" WHERE {predicate(rng, t)}" if rng.random() < 0.8 else ""
+            where = f" WHERE {self.pred()}" if rng.random() < 0.8 else ""
             return (f"INSERT OVERWRITE {{t}} ({', '.join(c.name for c in cols)}) "
                     f"SELECT {', '.join(exprs)} FROM {source}{where}")
         # REPLACE WHERE names no columns: every column, in the table's order; the source mostly
         # keeps to the condition (a row outside it fails both engines' check)
-        cond = predicate(rng, t)
-        keep = cond if rng.random() < 0.8 else predicate(rng, t)
+        # (no `%` or CAST in the condition: Delta-Spark 4.4 on Spark 4.2 cannot run such a
+        # REPLACE WHERE -- test_departure_replace_where_spark_cannot_translate)
+        cond = self.pred()
+        while "%" in cond or "CAST(" in cond:
+            cond = self.pred()
+        keep = cond if rng.random() < 0.8 else self.pred()
         exprs = [f"id + {shift} AS id" if c.name == "id" else c.name for c in t.columns]
         return (f"INSERT INTO {{t}} REPLACE WHERE {cond} "
                 f"SELECT * FROM (SELECT {', '.join(exprs)} FROM {source}) WHERE {keep}")
@@ -353,7 +379,7 @@ class Generator:
         return ", ".join(parts)
 
     def update(self) -> str:
-        where = f" WHERE {predicate(self.rng, self.table)}" if self.rng.random() < 0.85 else ""
+        where = f" WHERE {self.pred()}" if self.rng.random() < 0.85 else ""
         return f"UPDATE {{t}} SET {self.assignments()}{where}"
 
     def delete(self) -> str:
@@ -362,7 +388,7 @@ class Generator:
         # no subqueries in DELETE / UPDATE conditions: Delta OSS refuses them (test_departure_subquery_in_delete)
         if r < 0.06:
             return "DELETE FROM {t}"
-        return f"DELETE FROM {{t}} WHERE {predicate(rng, self.table)}"
+        return f"DELETE FROM {{t}} WHERE {self.pred()}"
 
     def merge_source(self) -> tuple[str, list[str]]:
         rng = self.rng
@@ -377,9 +403,9 @@ class Generator:
             names = [c.name for c in cols]
             src = "{t}" + (f" VERSION AS OF {self.past()}" if rng.random() < 0.6 else "")
             exprs = [f"id + {rng.randint(0, 3)} AS id" if n == "id" else n for n in names]
-            sql = f"(SELECT {', '.join(exprs)} FROM {src} WHERE {predicate(rng, self.table)})"
-        elif r < 0.32 and self.view:
-            return "{v}", ["id", "b"]
+            sql = f"(SELECT {', '.join(exprs)} FROM {src} WHERE {self.pred()})"
+        elif r < 0.32 and self.views:
+            return self.rng.choice(self.views), ["id", "b"]
         else:
             rows = []
             ids = [rng.randint(0, 12) for _ in range(rng.randint(1, 4))]
@@ -398,10 +424,10 @@ class Generator:
     def merge(self) -> str:
         rng = self.rng
         source, names = self.merge_source()
-        on = "tg.id = sr.id" + (f" AND {predicate(rng, self.table, 'tg')}" if rng.random() < 0.15 else "")
+        on = "tg.id = sr.id" + (f" AND {self.pred('tg')}" if rng.random() < 0.15 else "")
         clauses = []
         for _ in range(rng.choice([0, 1, 1, 2])):
-            cond = f" AND {predicate(rng, self.table, 'tg')}" if rng.random() < 0.5 else ""
+            cond = f" AND {self.pred('tg')}" if rng.random() < 0.5 else ""
             r = rng.random()
             if r < 0.3:
                 clauses.append(f"WHEN MATCHED{cond} THEN DELETE")
@@ -424,7 +450,7 @@ class Generator:
                     vals.append("'m'")
                 clauses.append(f"WHEN NOT MATCHED{cond} THEN INSERT ({', '.join(cols)}) VALUES ({', '.join(vals)})")
         for _ in range(rng.choice([0, 0, 1, 2])):
-            cond = f" AND {predicate(rng, self.table, 'tg')}" if rng.random() < 0.5 else ""
+            cond = f" AND {self.pred('tg')}" if rng.random() < 0.5 else ""
             if rng.random() < 0.4:
                 clauses.append(f"WHEN NOT MATCHED BY SOURCE{cond} THEN DELETE")
             else:
@@ -442,7 +468,7 @@ class Generator:
             later = any(c.split(" AND ")[0].split(" THEN ")[0] == kind for c in clauses[i + 1:])
             if later and " AND " not in clause.split(" THEN ")[0]:
                 cond = f"sr.id < {self.rng.randint(0, 12)}" if "BY SOURCE" not in kind and "NOT MATCHED" in kind \
-                    else predicate(self.rng, self.table, "tg")
+                    else self.pred("tg")
                 clause = clause.replace(f"{kind} THEN", f"{kind} AND {cond} THEN", 1)
             out.append(clause)
         return out
@@ -455,22 +481,61 @@ class Generator:
             return f"SELECT {cols} FROM {{t}} VERSION AS OF {self.past()}"
         if r < 0.6:
             return (f"SELECT count(*) AS n, count(b) AS nb, min(id) AS lo, max(b) AS hi FROM {{t}} "
-                    f"VERSION AS OF {self.past()} WHERE {predicate(rng, self.table)}")
+                    f"VERSION AS OF {self.past()} WHERE {self.pred()}")
         if r < 0.8:
-            return f"WITH cte AS (SELECT {cols} FROM {{t}} WHERE {predicate(rng, self.table)}) SELECT * FROM cte"
-        return f"SELECT {cols} FROM {{t}} WHERE {predicate(rng, self.table)}"
+            return f"WITH cte AS (SELECT {cols} FROM {{t}} WHERE {self.pred()}) SELECT * FROM cte"
+        return f"SELECT {cols} FROM {{t}} WHERE {self.pred()}"
 
     def view_step(self) -> Step:
-        if self.view and self.rng.random() < 0.5:
-            return Step("view_read", "SELECT * FROM {v}")
-        self.view = True
-        where = predicate(self.rng, self.table)
-        return Step("view", f"CREATE OR REPLACE TEMP VIEW {{v}} AS SELECT id, b FROM {{t}} WHERE {where}")
+        """A temporary or a permanent view of the table (which reads the table's latest version
+        whenever it is read, or a fixed one through time travel), or a read of one."""
+        rng = self.rng
+        if self.views and rng.random() < 0.5:
+            view = rng.choice(self.views)
+            where = f" WHERE id < {rng.randint(0, 12)}" if rng.random() < 0.3 else ""
+            return Step("view_read", f"SELECT * FROM {view}{where}")
+        view = rng.choice(["{v}", "{pv}"])
+        if view not in self.views:
+            self.views.append(view)
+        source = "{t}" + (f" VERSION AS OF {self.past()}" if rng.random() < 0.2 else "")
+        temp = " TEMP" if view == "{v}" else ""
+        return Step("view", f"CREATE OR REPLACE{temp} VIEW {view} AS SELECT id, b FROM {source} WHERE {self.pred()}")
+
+    def evolve(self) -> str:
+        """A MERGE whose source brings a column the table lacks (or a struct field it lacks): WITH
+        SCHEMA EVOLUTION, plain under autoMerge, or plain without it (the extra column is then
+        ignored by ``*`` and refused by a named assignment)."""
+        rng = self.rng
+        cols = self.writable()
+        name, typ, expr = rng.choice(NEW_COLUMNS)
+        rows = []
+        ids = [rng.randint(0, 12) for _ in range(rng.randint(1, 3))]
+        widen_struct = self.table.has("st") and rng.random() < 0.4
+        for i in sorted(set(ids)):
+            vals = []
+            for c in cols:
+                if c.name == "id":
+                    vals.append(f"{i} AS id")
+                elif c.name == "st" and widen_struct:
+                    vals.append(f"named_struct('x', {rng.randint(0, 5)}, 'y', 'w', 'z', {i}L) AS st")
+                else:
+                    vals.append(f"{typed_literal(rng, c.type)} AS {c.name}")
+            vals.append(f"{expr.format(i=i)} AS {name}")
+            rows.append("SELECT " + ", ".join(vals))
+        source = "(" + " UNION ALL ".join(rows) + ")"
+        evolution = " WITH SCHEMA EVOLUTION" if rng.random() < 0.5 else ""
+        matched = rng.choice(["UPDATE SET *", "UPDATE SET *", f"UPDATE SET tg.b = sr.b, tg.{name} = sr.{name}",
+                              "DELETE"])
+        inserted = rng.choice(["INSERT *", "INSERT *", f"INSERT (id, {name}) VALUES (sr.id, sr.{name})"])
+        clauses = [f"WHEN MATCHED THEN {matched}", f"WHEN NOT MATCHED THEN {inserted}"]
+        if rng.random() < 0.3:
+            clauses = [clauses[rng.randint(0, 1)]]
+        return f"MERGE{evolution} INTO {{t}} AS tg USING {source} AS sr ON tg.id = sr.id " + " ".join(clauses)
 
     def next(self) -> Step:
         rng = self.rng
-        kind = rng.choices(["insert", "insert_select", "update", "delete", "merge", "select", "view", "overwrite"],
-                           weights=[14, 6, 18, 10, 22, 7, 5, 5])[0]
+        kind = rng.choices(["insert", "insert_select", "update", "delete", "merge", "select", "view", "overwrite",
+                            "evolve"], weights=[14, 6, 18, 10, 22, 7, 6, 5, 5])[0]
         step = {"insert": lambda: Step("insert", self.insert_values()),
                 "insert_select": lambda: Step("insert_select", self.insert_select()),
                 "update": lambda: Step("update", self.update()),
@@ -478,7 +543,8 @@ class Generator:
                 "merge": lambda: Step("merge", self.merge()),
                 "select": lambda: Step("select", self.select()),
                 "view": self.view_step,
-                "overwrite": lambda: Step("overwrite", self.overwrite())}[kind]()
+                "overwrite": lambda: Step("overwrite", self.overwrite()),
+                "evolve": lambda: Step("merge", self.evolve())}[kind]()
         self.index += 1
         return step
 
@@ -494,7 +560,12 @@ def generate_case(seed: int, length: int = 8) -> Case:
     rng = random.Random(seed)
     table = generate_table(rng)
     setup = [Step("create", table.setup()[0])] + [Step("alter", s) for s in table.setup()[1:]]
+    settings = random.Random(seed * 7919 + 17)  # a stream of its own
+    chosen = [sql for sql, p in ((ANSI_OFF, 0.2), (AUTO_MERGE, 0.2), (DYNAMIC_OVERWRITE, 0.4 if table.partition else 0))
+              if settings.random() < p]
+    setup += [Step("set", sql) for sql in chosen]
     gen = Generator(rng, table, len(setup))
+    gen.settings = set(chosen)
     steps = list(setup)
     first = gen.insert_values()
     while "'abc'" in first:
@@ -596,7 +667,7 @@ def coarse_error(exc: BaseException) -> str:
 
 @dataclass
 class Difference:
-    kind: str          # rows | answer | outcome | error_class | version | cdf | interop
+    kind: str          # rows | schema | answer | outcome | error_class | version | cdf | interop
     step: int          # the index of the step (-1: at the end)
     isolde: object
     delta: object
@@ -649,6 +720,7 @@ class Engines:
         self.ref_path = os.path.join(workdir, f"ref_{tag}")
         self.ref_name, self.ref_view = ref(self.ref_path), f"fz_ref_v_{tag}"
         self.iso_path: str | None = None
+        self.saved = {key: spark.conf.get(key, None) for key in SETTING_KEYS}
 
     def iso(self, template: str, versions: list[int]):
         sql = render(template, self.iso_name, self.iso_view, versions)
@@ -665,18 +737,36 @@ class Engines:
         self.iso_path = self.session.catalog.resolve(ast.TableRef(parts=(self.iso_name,)),
                                                      self.session.current_database).path
 
+    def schemas(self) -> tuple[list, list]:
+        """Each table's columns as (name, type), nested types spelled out: what schema evolution changed."""
+        iso = self.session.sql(f"SELECT * FROM {self.iso_name}").schema
+        ref = self.spark.sql(f"SELECT * FROM {self.ref_name}").schema
+        return ([(f.name, f.dataType.simpleString()) for f in iso.fields],
+                [(f.name, f.dataType.simpleString()) for f in ref.fields])
+
     def rows(self, columns: list[str]):
-        cols = ", ".join(columns)
+        cols = ", ".join(f"`{c}`" for c in columns)
         iso = norm_rows(self.session.sql(f"SELECT {cols} FROM {self.iso_name}").collect())
         ref = norm_rows(self.spark.sql(f"SELECT {cols} FROM {self.ref_name}").collect())
         return iso, ref
 
     def cleanup(self):
-        for sql in (f"DROP VIEW IF EXISTS {self.iso_view}", f"DROP VIEW IF EXISTS {self.ref_view}"):
+        """Drop both engines' views and undo the case's settings (the session outlives the case)."""
+        iso_pview, ref_pview = (v.replace("_v_", "_pv_") for v in (self.iso_view, self.ref_view))
+        for run, sql in ((self.spark.sql, f"DROP VIEW IF EXISTS {self.iso_view}"),
+                         (self.spark.sql, f"DROP VIEW IF EXISTS {self.ref_view}"),
+                         (self.session.execute, f"DROP VIEW IF EXISTS {iso_pview}"),
+                         (self.spark.sql, f"DROP VIEW IF EXISTS {ref_pview}"),
+                         *((self.session.execute, f"RESET {key}") for key in SETTING_KEYS)):
             try:
-                self.spark.sql(sql)
-            except Exception:
+                run(sql)
+            except Exception:  # cleanup of what may not exist
                 pass
+        for key, value in self.saved.items():
+            if value is None:
+                self.spark.conf.unset(key)
+            else:
+                self.spark.conf.set(key, value)
 
 
 def _attempt(run):
@@ -723,9 +813,14 @@ def run_case(case: Case, session, spark, workdir: str, tag: str | None = None, c
             vi, vd = out.versions["isolde"], out.versions["delta"]
             if len(vi) > 1 and (vi[-1] - vi[-2]) != (vd[-1] - vd[-2]):
                 out.notes.append(Difference("version", i, vi[-1] - vi[-2], vd[-1] - vd[-2]))
-            if step.kind in ("view", "view_read", "select", "create", "alter"):
+            if step.kind in ("view", "view_read", "select", "create", "alter", "set"):
                 continue
-            a, b = eng.rows(table.compared)
+            a, b = eng.schemas()
+            if a != b:
+                out.difference = Difference("schema", i, a, b)
+                return out
+            evolved = [name for name, _ in a if not table.has(name)]
+            a, b = eng.rows(table.compared + evolved)
             if a != b:
                 out.difference = Difference("rows", i, a, b)
                 return out

@@ -173,3 +173,15 @@ def test_dataframe_writer_by_path(session, spark, tmp_path, delta_rows):
     session.write(df).mode("append").option("txnAppId", "p").option("txnVersion", 0).save(path)
     assert delta_rows(path) == [(1, "a")]
     assert DeltaTable(path).transaction_version("p") == 0
+
+
+def test_dataframe_writer_merge_schema_adds_the_new_columns(t, spark, table_path):
+    """``option("mergeSchema", "true")``: the DataFrame's new column joins the table (older rows
+    read NULL); without it the write is refused and nothing changes."""
+    df = spark.createDataFrame([(4, "d", 1.5)], "id INT, v STRING, score DOUBLE")
+    with pytest.raises(AnalysisError):
+        t.write(df).mode("append").saveAsTable("t")
+    t.write(df).mode("append").option("mergeSchema", "true").saveAsTable("t")
+    assert sorted(map(tuple, t.sql("SELECT * FROM t").collect())) == \
+        [(1, "a", None), (2, "b", None), (3, "c", None), (4, "d", 1.5)]
+    assert DeltaTable(table_path(t, "t")).schema().fields[-1].name == "score"  # delta-rs reads the new schema
